@@ -1,0 +1,14 @@
+# Two entry points, each sets up (or refreshes) .venv first:
+#   make demo   - the project's main job
+#   make test   - the test suite
+PY := .venv/bin/python
+
+.PHONY: setup demo test
+setup:
+	@bash tools/setup_env.sh
+
+demo: setup
+	$(PY) tools/demo.py
+
+test: setup
+	$(PY) -m pytest -q tests

@@ -1,0 +1,21 @@
+"""sapiens_mm: OpenMMLab plugin suite for Sapiens human vision models.
+
+``import sapiens_mm`` checks the installed OpenMMLab stack, then registers
+every module it provides into the upstream registries (mmpretrain, mmpose,
+mmseg, mmengine) and routes mmengine's local checkpoint loading through the
+safe loader in :mod:`sapiens_mm.checkpoint`.
+"""
+from .utils.version_check import check_versions
+from .version import __version__
+
+check_versions()
+
+from . import checkpoint  # noqa: E402
+from . import datasets  # noqa: E402,F401
+from . import engine  # noqa: E402,F401
+from . import evaluation  # noqa: E402,F401
+from . import models  # noqa: E402,F401
+
+checkpoint.register_mmengine_loader()
+
+__all__ = ['__version__']

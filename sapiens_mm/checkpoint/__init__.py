@@ -1,0 +1,9 @@
+from .loading import (CheckpointTypeError, add_trusted_types, get_state_dict,
+                      load_backbone_checkpoint, load_checkpoint, load_file,
+                      load_state_dict, register_mmengine_loader, trusted_types)
+
+__all__ = [
+    'CheckpointTypeError', 'add_trusted_types', 'trusted_types', 'load_file',
+    'get_state_dict', 'load_state_dict', 'load_checkpoint',
+    'load_backbone_checkpoint', 'register_mmengine_loader'
+]

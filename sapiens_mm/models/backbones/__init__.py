@@ -1,0 +1,3 @@
+from .sapiens_vision_transformer import SapiensVisionTransformer
+
+__all__ = ['SapiensVisionTransformer']

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Create or refresh the project's virtual environment (.venv by default).
+#
+# Idempotent: a second run whose inputs (requirements, setup.py, this script)
+# have not changed only checks a stamp file and exits within seconds.
+# The mmcv 2.1.0 wheel (full build with ops, ~10 min on 2 cores) is built once
+# and kept in $SAPIENS_MM_WHEEL_CACHE (default ~/.cache/sapiens_mm/wheels), so
+# later set-ups on the same machine (CI included) reuse it.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SAPIENS_MM_VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3.11}"
+WHEELS="${SAPIENS_MM_WHEEL_CACHE:-$HOME/.cache/sapiens_mm/wheels}"
+MMCV_VERSION=2.1.0
+
+log() { printf '[setup] %s\n' "$*"; }
+
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+  log "error: $PYTHON not found. Install Python 3.11 or set PYTHON=/path/to/python3.11." >&2
+  exit 1
+fi
+
+stamp_inputs() {
+  cat "$ROOT/requirements.txt" "$ROOT/requirements-test.txt" "$ROOT/setup.py" \
+      "$ROOT/tools/setup_env.sh" | sha256sum | cut -d' ' -f1
+}
+STAMP="$VENV/.sapiens_mm_stamp"
+WANT="$(stamp_inputs)"
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" && -x "$VENV/bin/python" ]]; then
+  log "environment $VENV is up to date"
+  exit 0
+fi
+
+start=$(date +%s)
+if [[ ! -x "$VENV/bin/python" ]]; then
+  log "creating virtual environment $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+PIP_CMD=("$PY" -m pip --disable-pip-version-check -q)
+# pip, quiet, minus the "Location ... is ignored" noise some pip configs print.
+pipq() {
+  "${PIP_CMD[@]}" "$@" 2> >(grep -v '^WARNING: Location' >&2)
+}
+
+req() { grep -E "^$1[=<>]" "$ROOT/requirements.txt" | head -n1; }
+
+log "stage 1/4: torch, torchvision, numpy, build tools"
+pipq install "$(req torch)" "$(req torchvision)" "$(req numpy)" wheel
+
+# The mmcv extension is tied to the torch ABI: one cache folder per torch version.
+WHEELS="$WHEELS/torch-$(req torch | sed 's/.*==//')"
+mkdir -p "$WHEELS"
+MMCV_WHEEL="$(ls "$WHEELS"/mmcv-${MMCV_VERSION}-*.whl 2>/dev/null | head -n1 || true)"
+if [[ -z "$MMCV_WHEEL" ]]; then
+  log "stage 2/4: building mmcv ${MMCV_VERSION} with ops from source (15-30 minutes on 2 cores, once per machine)"
+  # mmcv's setup.py imports pkg_resources (gone from setuptools>=70); torch wants
+  # setuptools>=77 at run time, restored in stage 3.
+  pipq install 'setuptools<70'
+  # torch >= 2.10 headers need C++20, mmcv 2.1.0's setup.py asks for C++17:
+  # build from the sdist with that flag raised.
+  build_dir="$(mktemp -d)"
+  trap 'rm -rf "$build_dir"' EXIT
+  pipq download --no-deps --no-binary :all: "mmcv==${MMCV_VERSION}" -d "$build_dir"
+  tar xzf "$build_dir/mmcv-${MMCV_VERSION}.tar.gz" -C "$build_dir"
+  sed -i 's/-std=c++17/-std=c++20/g' "$build_dir/mmcv-${MMCV_VERSION}/setup.py"
+  MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" \
+    pipq wheel --no-build-isolation --no-deps "$build_dir/mmcv-${MMCV_VERSION}" -w "$WHEELS"
+  MMCV_WHEEL="$(ls "$WHEELS"/mmcv-${MMCV_VERSION}-*.whl | head -n1)"
+else
+  log "stage 2/4: reusing cached mmcv wheel $MMCV_WHEEL"
+fi
+pipq install "$MMCV_WHEEL"
+
+log "stage 3/4: OpenMMLab packages and the other dependencies"
+pipq install -r "$ROOT/requirements.txt" -r "$ROOT/requirements-test.txt" 'setuptools>=77'
+pipq install --no-deps mmpose==1.3.2
+
+log "stage 4/4: sapiens_mm (editable)"
+pipq install --no-deps --no-build-isolation -e "$ROOT"
+
+"$PY" -c "import sapiens_mm; print('[setup] sapiens_mm', sapiens_mm.__version__, 'imports fine')"
+echo "$WANT" > "$STAMP"
+log "done in $(( $(date +%s) - start )) s"

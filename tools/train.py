@@ -1,0 +1,58 @@
+"""Train a model from a config file with mmengine's Runner."""
+import argparse
+import os
+
+from mmengine.config import DictAction
+from mmengine.runner import Runner
+
+import sapiens_mm  # noqa: F401  (registers modules, safe checkpoint loading)
+from sapiens_mm.apis import build_train_cfg
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Train a Sapiens model (mmengine Runner).')
+    parser.add_argument('config', help='config file path')
+    parser.add_argument('--work-dir', help='folder for logs and checkpoints '
+                        '(default: ./work_dirs/<config name>)')
+    parser.add_argument(
+        '--resume', nargs='?', const='auto', default=None,
+        metavar='auto|PATH',
+        help='resume training: with no value or "auto", from the latest '
+        'checkpoint in the work dir (starts fresh if there is none); with a '
+        'path, from that checkpoint')
+    parser.add_argument('--amp', action='store_true',
+                        help='mixed precision: fp16 with dynamic loss scaling '
+                        'on CUDA, bf16 where fp16 is not supported (CPU)')
+    parser.add_argument('--auto-scale-lr', action='store_true',
+                        help='scale the lr by total batch size / '
+                        'auto_scale_lr.base_batch_size of the config')
+    parser.add_argument('--seed', type=int, help='random seed')
+    parser.add_argument('--deterministic', action='store_true',
+                        help='use deterministic algorithms')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config entries, e.g. '
+                        'train_dataloader.batch_size=4')
+    parser.add_argument('--launcher', default='none',
+                        choices=['none', 'pytorch', 'slurm', 'mpi'],
+                        help='job launcher for distributed training')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = build_train_cfg(
+        args.config, work_dir=args.work_dir, resume=args.resume,
+        amp=args.amp, auto_scale_lr=args.auto_scale_lr,
+        cfg_options=args.cfg_options, launcher=args.launcher, seed=args.seed,
+        deterministic=args.deterministic)
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()
