@@ -74,7 +74,7 @@ fi
 pipq install "$MMCV_WHEEL"
 
 log "stage 3/4: OpenMMLab packages and the other dependencies"
-pipq install -r "$ROOT/requirements.txt" -r "$ROOT/requirements-test.txt" 'setuptools>=77'
+pipq install -r "$ROOT/requirements.txt" -r "$ROOT/requirements-test.txt" 'setuptools>=77.0.3,<81'
 pipq install --no-deps mmpose==1.3.2
 
 log "stage 4/4: sapiens_mm (editable)"
