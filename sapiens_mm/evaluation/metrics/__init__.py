@@ -1,1 +1,6 @@
 __all__ = []
+from .depth_metric import SapiensDepthMetric  # noqa: E402
+from .normal_metric import SapiensNormalMetric  # noqa: E402
+__all__ += ['SapiensDepthMetric', 'SapiensNormalMetric']
+from .goliath_metric import GoliathMetric, keypoint_oks_stats  # noqa: E402
+__all__ += ['GoliathMetric', 'keypoint_oks_stats']

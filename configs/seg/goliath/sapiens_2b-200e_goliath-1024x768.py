@@ -1,0 +1,13 @@
+_base_ = [
+    '../../_base_/models/sapiens_2b.py',
+    '../../_base_/models/seg_sapiens_vit.py',
+    '../../_base_/datasets/seg_goliath.py',
+    '../../_base_/schedules/seg_200e.py',
+    '../../_base_/seg_runtime.py',
+]
+# Every size variant of this file differs only by the first _base_ line.
+model = dict(
+    backbone=dict(
+        arch={{_base_.sapiens_arch}},
+        init_cfg={{_base_.sapiens_pretrained}}),
+    decode_head=dict(in_channels={{_base_.sapiens_embed_dims}}))

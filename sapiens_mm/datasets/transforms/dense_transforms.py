@@ -1,0 +1,333 @@
+"""Pipeline transforms for Sapiens relative depth and surface normals.
+
+Loading puts three arrays in ``results`` and lists them in ``seg_fields``:
+
+* ``gt_fg_mask``: (H, W) uint8, 1 on the person, 0 elsewhere;
+* ``gt_depth_map``: (H, W) float32 depth;
+* ``gt_normal_map``: (H, W, 3) float32 camera-frame normals.
+
+Because they are ``seg_fields``, mmseg's geometric transforms (``Resize``,
+``RandomResize``, ``RandomCrop``) move them with the image using nearest
+interpolation, so image, mask and targets stay pixel-aligned. The flip and
+rotation here add what is specific to these targets (a flip negates a
+normal's X; rotation pads with background). The ``Generate*Target``
+transforms come last and turn the arrays into training targets.
+"""
+import io
+from typing import Optional, Sequence
+
+import mmcv
+import numpy as np
+from mmcv.transforms import BaseTransform, to_tensor
+from mmengine import fileio
+from mmengine.structures import PixelData
+from mmseg.datasets.transforms import PackSegInputs, RandomFlip, RandomRotate
+from mmseg.registry import TRANSFORMS
+
+__all__ = [
+    'LoadDenseAnnotations', 'GenerateDepthTarget', 'GenerateNormalTarget',
+    'DenseRandomFlip', 'DenseRandomRotate', 'PackDenseInputs'
+]
+
+_NORMAL_EPS = 1e-6
+
+
+def _add_seg_field(results: dict, key: str) -> None:
+    fields = results.setdefault('seg_fields', [])
+    if key not in fields:
+        fields.append(key)
+
+
+def _foreground(results: dict, target_fg: np.ndarray) -> np.ndarray:
+    """``gt_fg_mask > 0`` (if loaded) and the target's own validity."""
+    mask = results.get('gt_fg_mask')
+    if mask is None:
+        return target_fg
+    if mask.shape[:2] != target_fg.shape[:2]:
+        raise ValueError(
+            f'gt_fg_mask {mask.shape[:2]} and the target '
+            f'{target_fg.shape[:2]} are not aligned; transform them together'
+            ' (keep both in seg_fields).')
+    return (mask > 0) & target_fg
+
+
+@TRANSFORMS.register_module()
+class LoadDenseAnnotations(BaseTransform):
+    """Load the foreground mask and the depth / normal arrays of a sample.
+
+    Reads ``results['mask_path']`` (a PNG; foreground = any channel > 0, so
+    class-id masks and binary masks both work), ``results['depth_path']``
+    ((H, W) or (H, W, 1) ``.npy``) and ``results['normal_path']``
+    ((H, W, 3) ``.npy``), whichever are present. Without a mask the
+    foreground is where the target is valid (finite positive depth,
+    finite non-zero normal). Arrays whose size differs from the original
+    image (``ori_shape``) are resized to it with nearest interpolation.
+
+    Put it before the geometric transforms in training pipelines, and after
+    ``Resize`` in test pipelines (the prediction is returned at the original
+    size, where the metric compares it with these arrays).
+
+    Added keys: ``gt_fg_mask``, ``gt_depth_map``, ``gt_normal_map`` (see the
+    module docstring), all appended to ``seg_fields``.
+
+    Args:
+        imdecode_backend: Mask decoding backend. Defaults to ``'cv2'``.
+        backend_args: mmengine file backend arguments.
+    """
+
+    def __init__(self,
+                 imdecode_backend: str = 'cv2',
+                 backend_args: Optional[dict] = None) -> None:
+        self.imdecode_backend = imdecode_backend
+        self.backend_args = backend_args
+
+    def _load_npy(self, path: str) -> np.ndarray:
+        data = fileio.get(path, backend_args=self.backend_args)
+        return np.load(io.BytesIO(data), allow_pickle=False)
+
+    @staticmethod
+    def _fit(array: np.ndarray, shape) -> np.ndarray:
+        if shape is None or tuple(array.shape[:2]) == tuple(shape[:2]):
+            return array
+        h, w = shape[:2]
+        return mmcv.imresize(array, (w, h), interpolation='nearest')
+
+    def transform(self, results: dict) -> dict:
+        """Load the arrays named in ``results``."""
+        shape = results.get('ori_shape')
+        if shape is None and results.get('img') is not None:
+            shape = results['img'].shape[:2]
+        target_fg = None
+        if results.get('depth_path'):
+            path = results['depth_path']
+            depth = self._load_npy(path)
+            if depth.ndim == 3 and depth.shape[-1] == 1:
+                depth = depth[..., 0]
+            if depth.ndim != 2:
+                raise ValueError(f'{path}: a depth map must be (H, W), got '
+                                 f'shape {depth.shape}.')
+            depth = self._fit(depth.astype(np.float32), shape)
+            results['gt_depth_map'] = depth
+            _add_seg_field(results, 'gt_depth_map')
+            target_fg = np.isfinite(depth) & (depth > 0)
+        if results.get('normal_path'):
+            path = results['normal_path']
+            normal = self._load_npy(path)
+            if normal.ndim != 3 or normal.shape[-1] != 3:
+                raise ValueError(f'{path}: a normal map must be (H, W, 3), '
+                                 f'got shape {normal.shape}.')
+            normal = self._fit(normal.astype(np.float32), shape)
+            results['gt_normal_map'] = normal
+            _add_seg_field(results, 'gt_normal_map')
+            fg = np.isfinite(normal).all(-1) & (np.linalg.norm(
+                np.nan_to_num(normal), axis=-1) > _NORMAL_EPS)
+            target_fg = fg if target_fg is None else target_fg & fg
+        if results.get('mask_path'):
+            path = results['mask_path']
+            mask = mmcv.imfrombytes(
+                fileio.get(path, backend_args=self.backend_args),
+                flag='unchanged', backend=self.imdecode_backend)
+            if mask is None:
+                raise ValueError(f'Cannot decode the mask {path}.')
+            if mask.ndim == 3:
+                mask = (mask[..., :3] > 0).any(-1)
+            fg = self._fit((mask > 0).astype(np.uint8), shape)
+        elif target_fg is not None:
+            fg = target_fg.astype(np.uint8)
+        else:
+            raise KeyError('LoadDenseAnnotations needs mask_path, depth_path '
+                           'or normal_path in the sample; build it with '
+                           'DenseFolderDataset.')
+        results['gt_fg_mask'] = fg
+        _add_seg_field(results, 'gt_fg_mask')
+        return results
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}(imdecode_backend='
+                f'{self.imdecode_backend!r})')
+
+
+@TRANSFORMS.register_module()
+class GenerateDepthTarget(BaseTransform):
+    """Turn ``gt_depth_map`` into the Sapiens relative-depth target.
+
+    Foreground = ``gt_fg_mask > 0`` (if loaded) and finite depth. With
+    ``normalize=True`` the foreground depth is min-max normalised per image
+    to [0, 1] (nearest surface 0, farthest 1; a constant depth becomes 0);
+    with ``normalize=False`` it is kept as is (used by the evaluation
+    pipelines, where the metric aligns the prediction to the raw depth).
+    Everything else is set to ``background_value``.
+
+    Modified key: ``gt_depth_map`` (float32). Added keys: ``depth_min`` and
+    ``depth_max``, the foreground range before normalisation (NaN when
+    there is no foreground).
+
+    Args:
+        normalize: Min-max normalise the foreground. Defaults to True.
+        background_value: Value outside the foreground. Must be <= 0 so the
+            loss and the metric treat it as invalid. Defaults to -1.
+    """
+
+    def __init__(self, normalize: bool = True,
+                 background_value: float = -1.0) -> None:
+        if background_value > 0:
+            raise ValueError(
+                f'background_value must be <= 0 (got {background_value}): '
+                'depth losses and metrics only use pixels with positive '
+                'targets.')
+        self.normalize = normalize
+        self.background_value = float(background_value)
+
+    def transform(self, results: dict) -> dict:
+        """Write the target into ``gt_depth_map``."""
+        if results.get('gt_depth_map') is None:
+            raise KeyError('GenerateDepthTarget needs gt_depth_map; put '
+                           'LoadDenseAnnotations before it.')
+        depth = results['gt_depth_map'].astype(np.float32)
+        fg = _foreground(results, np.isfinite(depth))
+        target = np.full_like(depth, self.background_value)
+        if fg.any():
+            values = depth[fg]
+            d_min, d_max = float(values.min()), float(values.max())
+            if self.normalize:
+                span = d_max - d_min
+                values = ((values - d_min) / span if span > 0 else
+                          np.zeros_like(values))
+            target[fg] = values
+        else:
+            d_min = d_max = float('nan')
+        results['gt_depth_map'] = target
+        results['depth_min'], results['depth_max'] = d_min, d_max
+        _add_seg_field(results, 'gt_depth_map')
+        return results
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}(normalize={self.normalize}, '
+                f'background_value={self.background_value})')
+
+
+@TRANSFORMS.register_module()
+class GenerateNormalTarget(BaseTransform):
+    """Turn ``gt_normal_map`` into unit normals with an invalid background.
+
+    Foreground = ``gt_fg_mask > 0`` (if loaded) and a finite, non-zero
+    normal; its vectors are L2-normalised. The background becomes the zero
+    vector, which losses and metrics skip.
+
+    Modified key: ``gt_normal_map`` ((H, W, 3) float32).
+    """
+
+    def transform(self, results: dict) -> dict:
+        """Write the target into ``gt_normal_map``."""
+        if results.get('gt_normal_map') is None:
+            raise KeyError('GenerateNormalTarget needs gt_normal_map; put '
+                           'LoadDenseAnnotations before it.')
+        normal = np.nan_to_num(results['gt_normal_map'].astype(np.float32),
+                               nan=0.0, posinf=0.0, neginf=0.0)
+        finite = np.isfinite(results['gt_normal_map']).all(-1)
+        length = np.linalg.norm(normal, axis=-1)
+        fg = _foreground(results, finite & (length > _NORMAL_EPS))
+        target = np.zeros_like(normal)
+        target[fg] = normal[fg] / length[fg][:, None]
+        results['gt_normal_map'] = target
+        _add_seg_field(results, 'gt_normal_map')
+        return results
+
+
+@TRANSFORMS.register_module()
+class DenseRandomFlip(RandomFlip):
+    """mmseg ``RandomFlip`` that also mirrors normal vectors.
+
+    The image and every ``seg_fields`` array are flipped; in
+    ``gt_normal_map`` a horizontal flip negates X, a vertical flip negates
+    Y and a diagonal flip negates both (camera-frame normals). Depth values
+    are unchanged. Arguments are those of ``RandomFlip`` (``prob``,
+    ``direction``).
+    """
+
+    _NEGATE = dict(horizontal=(0, ), vertical=(1, ), diagonal=(0, 1))
+
+    def _flip(self, results: dict) -> None:
+        super()._flip(results)
+        normal = results.get('gt_normal_map')
+        if normal is not None:
+            normal = normal.copy()
+            for channel in self._NEGATE[results['flip_direction']]:
+                normal[..., channel] = -normal[..., channel]
+            results['gt_normal_map'] = normal
+
+
+@TRANSFORMS.register_module()
+class DenseRandomRotate(RandomRotate):
+    """Random in-plane rotation of the image, mask and depth.
+
+    mmseg ``RandomRotate`` with ``seg_pad_val=0`` by default, so pixels
+    rotated in from outside are background (mask 0, depth 0) and never
+    become targets. Depth values are kept (an in-plane rotation about the
+    optical axis does not change camera z). Normal maps are refused: their
+    vectors would have to be rotated too, and the official normal pipeline
+    uses no rotation.
+
+    Args:
+        prob: Rotation probability.
+        degree: Range (min, max) of the angle, or ``d`` for (-d, d).
+        pad_val: Image padding value. Defaults to 0.
+        seg_pad_val: Padding of ``seg_fields``. Defaults to 0 (background).
+        center: Rotation centre; None for the image centre.
+        auto_bound: Grow the canvas to keep the whole image.
+    """
+
+    def __init__(self,
+                 prob: float,
+                 degree,
+                 pad_val: float = 0,
+                 seg_pad_val: float = 0,
+                 center: Optional[Sequence[float]] = None,
+                 auto_bound: bool = False) -> None:
+        super().__init__(prob=prob, degree=degree, pad_val=pad_val,
+                         seg_pad_val=seg_pad_val, center=center,
+                         auto_bound=auto_bound)
+
+    def transform(self, results: dict) -> dict:
+        """Rotate the image and the ``seg_fields`` arrays."""
+        if results.get('gt_normal_map') is not None:
+            raise ValueError(
+                'DenseRandomRotate rotates depth only: rotating a normal map '
+                'needs its vectors rotated as well. Remove it from normal '
+                'pipelines.')
+        return super().transform(results)
+
+
+@TRANSFORMS.register_module()
+class PackDenseInputs(PackSegInputs):
+    """Pack the image and the dense targets into a ``SegDataSample``.
+
+    ``gt_depth_map`` (H, W) becomes ``data_sample.gt_depth_map`` (1, H, W)
+    and ``gt_normal_map`` (H, W, 3) becomes ``data_sample.gt_normal_map``
+    (3, H, W), both float32.
+
+    Args:
+        meta_keys: Keys copied into the sample's meta information.
+    """
+
+    def __init__(self,
+                 meta_keys: Sequence[str] = (
+                     'img_path', 'mask_path', 'depth_path', 'normal_path',
+                     'ori_shape', 'img_shape', 'pad_shape', 'scale_factor',
+                     'flip', 'flip_direction', 'depth_min', 'depth_max')
+                 ) -> None:
+        super().__init__(meta_keys=tuple(meta_keys))
+
+    def transform(self, results: dict) -> dict:
+        """Pack ``img`` and the targets present in ``results``."""
+        depth = results.get('gt_depth_map')
+        if depth is not None:
+            results['gt_depth_map'] = np.ascontiguousarray(depth, np.float32)
+        packed = super().transform(results)
+        normal = results.get('gt_normal_map')
+        if normal is not None:
+            data = to_tensor(
+                np.ascontiguousarray(normal.transpose(2, 0, 1), np.float32))
+            packed['data_samples'].set_data(
+                dict(gt_normal_map=PixelData(data=data)))
+        return packed

@@ -1,0 +1,124 @@
+"""Scale-invariant log loss for Sapiens relative depth."""
+from typing import Literal, Optional
+
+import torch
+from mmseg.models.losses import SiLogLoss
+from mmseg.registry import MODELS
+from torch import Tensor
+
+__all__ = ['DepthSiLogLoss', 'depth_silog_loss']
+
+
+def depth_silog_loss(pred: Tensor,
+                     target: Tensor,
+                     eps: float = 1e-6,
+                     variance_focus: float = 0.5) -> Tensor:
+    """Per-image SiLog loss over valid pixels.
+
+    With ``d = log(target) - log(pred)`` over the pixels where
+    ``target > eps`` (both clamped at ``eps`` before the log), the loss of one
+    image is ``sqrt(mean(d^2) - variance_focus * mean(d)^2)``. An image with
+    no valid pixel gets exactly 0 (and a zero gradient), never NaN.
+
+    Args:
+        pred: (N, ...) predictions.
+        target: (N, ...) targets, same shape; background / invalid pixels are
+            ``<= eps`` (Sapiens targets use -1 on the background).
+        eps: Validity threshold and log clamp. Defaults to 1e-6.
+        variance_focus: The lambda in front of ``mean(d)^2``; 0.5 is the
+            official value. Must lie in [0, 1] so the loss stays real.
+
+    Returns:
+        (N, ) loss of each image.
+    """
+    pred, target = pred.flatten(1), target.flatten(1)
+    valid = (target > eps) & torch.isfinite(target)
+    d = torch.log(target.clamp(min=eps)) - torch.log(pred.clamp(min=eps))
+    d = torch.where(valid, d, torch.zeros_like(d))
+    count = valid.sum(dim=1).clamp(min=1).to(d.dtype)
+    mean_d = d.sum(dim=1) / count
+    mean_d2 = d.pow(2).sum(dim=1) / count
+    var = mean_d2 - variance_focus * mean_d.pow(2)
+    # sqrt has an infinite slope at 0: route exact zeros (no valid pixel,
+    # or a perfect prediction) around it so the gradient stays finite.
+    positive = var > 0
+    safe = torch.where(positive, var, torch.ones_like(var))
+    return torch.where(positive, torch.sqrt(safe), torch.zeros_like(var))
+
+
+@MODELS.register_module()
+class DepthSiLogLoss(SiLogLoss):
+    """SiLog loss with the Sapiens validity rule and a safe empty case.
+
+    Same formula as mmseg's ``SiLogLoss`` (and the official Sapiens loss):
+    per image ``sqrt(mean(d^2) - 0.5 * mean(d)^2)`` with
+    ``d = log(target) - log(pred)`` over pixels whose target is above
+    ``eps``, then reduced over the batch. Unlike the upstream version, an
+    image (or a whole batch) without a valid pixel contributes 0 with a finite
+    gradient instead of NaN.
+
+    With ``reduction='mean'`` the batch mean includes images without a valid
+    pixel (as 0), as the official loss does.
+
+    Args:
+        reduction: ``'mean'``, ``'sum'`` or ``'none'`` over images.
+        loss_weight: Multiplier of the loss. Defaults to 1.0.
+        eps: Validity threshold and log clamp. Defaults to 1e-6.
+        variance_focus: Lambda of the scale-invariant term. Defaults to 0.5.
+        loss_name: Name in the log; must start with ``loss_`` to be
+            back-propagated. Defaults to ``'loss_silog'``.
+    """
+
+    def __init__(self,
+                 reduction: Literal['mean', 'sum', 'none'] = 'mean',
+                 loss_weight: float = 1.0,
+                 eps: float = 1e-6,
+                 variance_focus: float = 0.5,
+                 loss_name: str = 'loss_silog') -> None:
+        if reduction not in ('mean', 'sum', 'none'):
+            raise ValueError(f'reduction must be "mean", "sum" or "none", '
+                             f'got {reduction!r}.')
+        if not 0.0 <= variance_focus <= 1.0:
+            raise ValueError(f'variance_focus must lie in [0, 1] (got '
+                             f'{variance_focus}); 0.5 is the official value.')
+        super().__init__(reduction=reduction, loss_weight=loss_weight,
+                         eps=eps, loss_name=loss_name)
+        self.variance_focus = variance_focus
+
+    def forward(self,
+                pred: Tensor,
+                target: Tensor,
+                weight: Optional[Tensor] = None,
+                avg_factor: Optional[float] = None,
+                reduction_override: Optional[str] = None,
+                **kwargs) -> Tensor:
+        """Compute the loss.
+
+        Args:
+            pred: (N, 1, H, W) predicted depth.
+            target: (N, 1, H, W) target depth, invalid pixels ``<= eps``.
+            weight: Optional (N, ) per-image weights.
+            avg_factor: Optional denominator of the ``'mean'`` reduction.
+            reduction_override: Overrides ``reduction`` for this call.
+
+        Returns:
+            Scalar loss, or (N, ) with ``reduction='none'``.
+        """
+        if pred.shape != target.shape:
+            raise ValueError(
+                f'pred {tuple(pred.shape)} and target {tuple(target.shape)} '
+                'must have the same shape; resize the prediction to the '
+                'target first.')
+        reduction = reduction_override or self.reduction
+        loss = depth_silog_loss(pred, target, self.eps, self.variance_focus)
+        if weight is not None:
+            loss = loss * weight.to(loss)
+        if reduction == 'none':
+            pass
+        elif reduction == 'sum':
+            loss = loss.sum()
+        elif avg_factor is not None:
+            loss = loss.sum() / avg_factor
+        else:
+            loss = loss.mean()
+        return self.loss_weight * loss
