@@ -7,3 +7,7 @@ __all__ = [
     'get_state_dict', 'load_state_dict', 'load_checkpoint',
     'load_backbone_checkpoint', 'register_mmengine_loader'
 ]
+from .convert import (convert_pretrain_to_clean,  # noqa: E402
+                      extract_backbone_state_dict)
+
+__all__ += ['convert_pretrain_to_clean', 'extract_backbone_state_dict']

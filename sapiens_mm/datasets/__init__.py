@@ -18,3 +18,5 @@ from .metainfo_goliath import (  # noqa: E402
 __all__ += ['GoliathDataset', 'GOLIATH_GROUPS', 'goliath_metainfo',
             'goliath_keypoint_groups', 'coco_wholebody_to_goliath',
             'goliath_keypoints_from_annotation']
+from .unlabeled_image_dataset import UnlabeledImageDataset  # noqa: E402
+__all__ += ['UnlabeledImageDataset']

@@ -1,0 +1,3 @@
+from .mae_reconstruction_hook import MAEReconstructionHook
+
+__all__ = ['MAEReconstructionHook']
