@@ -1,0 +1,196 @@
+"""Command line of :class:`~sapiens_mm.apis.SapiensInferencer`.
+
+Used by ``tools/infer.py`` and ``python -m sapiens_mm``. Every option maps
+to an argument of the inferencer (constructor or call).
+"""
+import argparse
+import json
+import os.path as osp
+from typing import List, Optional, Sequence
+
+__all__ = ['build_parser', 'models_from_args', 'main']
+
+_TASKS = ('pose', 'seg', 'depth', 'normal')
+
+
+def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
+    """The argument parser of the inference CLI."""
+    p = argparse.ArgumentParser(
+        prog=prog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            'Run Sapiens pose / body-part segmentation / depth / normal '
+            'models on images, folders, videos or a webcam.'),
+        epilog=(
+            'Models: official checkpoints alone (--checkpoints, task and size '
+            'recognised from the file name or weights), or per task a '
+            'checkpoint (--pose CKPT) and/or a config (--pose-config CFG; '
+            'a config alone runs random weights).\n\n'
+            'Outputs in OUT_DIR/<task>/: <name>.json (pose, COCO-style), '
+            '<name>.npy (seg labels, depth, normals at the input resolution; '
+            'depth/normals are NaN outside the person when seg runs) and '
+            '<name>.png; for videos per-frame files in <name>/ and '
+            '<name>.mp4.\n\n'
+            'Example:\n  python tools/infer.py photo.jpg --checkpoints '
+            'sapiens_0.3b_goliath_best_goliath_AP_573.pth '
+            'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth '
+            '--out-dir outputs'))
+    p.add_argument(
+        'inputs', nargs='+',
+        help='image, video or folder paths, or a webcam index (0, webcam, '
+        'webcam:1)')
+    p.add_argument('--out-dir', default='outputs',
+                   help='output folder (default: %(default)s)')
+    m = p.add_argument_group('models')
+    m.add_argument('--checkpoints', nargs='+', default=[], metavar='CKPT',
+                   help='official Sapiens checkpoints; the task and size of '
+                   'each are recognised')
+    for task in _TASKS:
+        m.add_argument(f'--{task}', metavar='CKPT', default=None,
+                       help=f'{task} checkpoint')
+        m.add_argument(f'--{task}-config', metavar='CFG', default=None,
+                       help=f'{task} config (default: the shipped config of '
+                       f'the recognised --{task} checkpoint)')
+    m.add_argument('--tasks', nargs='+', choices=_TASKS, default=None,
+                   help='run only these of the given models\' tasks')
+    r = p.add_argument_group('runtime')
+    r.add_argument('--device', default=None,
+                   help='cpu, cuda or cuda:N (default: cuda if available)')
+    r.add_argument('--batch-size', type=int, default=1,
+                   help='images / person crops per forward pass '
+                   '(default: %(default)s)')
+    r.add_argument('--dtype', choices=('fp32', 'bf16', 'fp16'),
+                   default='fp32', help='precision (autocast; default: '
+                   '%(default)s)')
+    r.add_argument('--max-frames', type=int, default=None,
+                   help='read at most this many frames of each video / '
+                   'webcam')
+    d = p.add_argument_group('person boxes (pose)')
+    d.add_argument('--detector', choices=('hog', 'haar', 'none'),
+                   default='hog', help='built-in OpenCV person detector, '
+                   'used when --det-config is not given (default: '
+                   '%(default)s); with no detection the whole image is used')
+    d.add_argument('--det-config', default=None,
+                   help='mmdet detector config (e.g. the official RTMDet-m '
+                   'person detector)')
+    d.add_argument('--det-checkpoint', default=None,
+                   help='mmdet detector checkpoint')
+    d.add_argument('--det-cat-id', type=int, default=0,
+                   help='person class index of the mmdet detector '
+                   '(default: %(default)s)')
+    d.add_argument('--bbox-thr', type=float, default=0.3,
+                   help='detector score threshold (default: %(default)s)')
+    d.add_argument('--nms-thr', type=float, default=0.3,
+                   help='box NMS IoU threshold (default: %(default)s)')
+    d.add_argument('--bboxes', default=None,
+                   help='person boxes used for every input instead of the '
+                   'detector: a JSON file or string with [[x1, y1, x2, y2'
+                   '(, score)], ...] in pixels')
+    o = p.add_argument_group('outputs')
+    o.add_argument('--kpt-thr', type=float, default=0.3,
+                   help='keypoints below this score are not drawn '
+                   '(default: %(default)s)')
+    o.add_argument('--no-draw-bbox', action='store_true',
+                   help='do not draw person boxes')
+    o.add_argument('--no-save-pred', action='store_true',
+                   help='do not write .json / .npy predictions')
+    o.add_argument('--no-save-vis', action='store_true',
+                   help='do not write .png / .mp4 visualisations')
+    o.add_argument('--show', action='store_true',
+                   help='show results in windows (q or Esc stops)')
+    o.add_argument('--wait-time', type=int, default=1,
+                   help='ms to wait per shown frame (default: %(default)s)')
+    o.add_argument('--no-progress', action='store_true',
+                   help='no progress bar')
+    return p
+
+
+def models_from_args(args: argparse.Namespace) -> dict:
+    """``{task: spec}`` from the model options.
+
+    Raises:
+        ValueError: No model, or two models for one task.
+    """
+    from .model_zoo import recognize_checkpoint
+    models = {}
+    for task in _TASKS:
+        ckpt = getattr(args, task)
+        cfg = getattr(args, f'{task}_config')
+        if ckpt is not None or cfg is not None:
+            models[task] = dict(config=cfg, checkpoint=ckpt)
+    for ckpt in args.checkpoints:
+        task = recognize_checkpoint(ckpt).task
+        if task in models:
+            raise ValueError(f'Two {task} models given ({ckpt} and '
+                             f'{models[task]}); keep one.')
+        models[task] = dict(config=None, checkpoint=ckpt)
+    if not models:
+        raise ValueError('No model given: use --checkpoints CKPT [CKPT ...] '
+                         'or --pose/--seg/--depth/--normal CKPT (and/or '
+                         '--<task>-config CFG).')
+    return models
+
+
+def _load_bboxes(text: Optional[str]):
+    if text is None:
+        return None
+    if osp.isfile(text):
+        with open(text) as f:
+            return json.load(f)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError(f'--bboxes is neither a file nor JSON: {text!r}.'
+                         ) from None
+
+
+def main(argv: Optional[Sequence[str]] = None,
+         prog: Optional[str] = None) -> List[dict]:
+    """Parse ``argv``, run the inferencer, report what was written.
+
+    Returns:
+        The per-frame results without their arrays (``input``, ``name``,
+        ``frame_index``, ``pred_files``, ``vis_files``).
+    """
+    args = build_parser(prog).parse_args(argv)
+    from mmengine.logging import print_log
+
+    from .inferencer import SapiensInferencer
+    bboxes = _load_bboxes(args.bboxes)
+    inferencer = SapiensInferencer(
+        models=models_from_args(args),
+        tasks=args.tasks,
+        device=args.device,
+        batch_size=args.batch_size,
+        dtype=args.dtype,
+        detector=args.detector,
+        det_config=args.det_config,
+        det_checkpoint=args.det_checkpoint,
+        det_cat_id=args.det_cat_id,
+        bbox_thr=args.bbox_thr,
+        nms_thr=args.nms_thr,
+        kpt_thr=args.kpt_thr)
+    inputs = [int(x) if x.isdigit() and not osp.exists(x) else x
+              for x in args.inputs]
+    summary = []
+    for result in inferencer.stream(
+            inputs,
+            out_dir=args.out_dir,
+            bboxes=bboxes,
+            no_save_pred=args.no_save_pred,
+            no_save_vis=args.no_save_vis,
+            show=args.show,
+            wait_time=args.wait_time,
+            draw_bbox=not args.no_draw_bbox,
+            max_frames=args.max_frames,
+            show_progress=not args.no_progress):
+        summary.append({
+            k: result[k]
+            for k in ('input', 'name', 'frame_index', 'pred_files',
+                      'vis_files')
+        })
+    print_log(
+        f'Sapiens {", ".join(inferencer.tasks)}: {len(summary)} image(s) / '
+        f'frame(s) processed, {len(inferencer.skipped)} skipped; outputs in '
+        f'{args.out_dir}', logger='current')
+    return summary

@@ -1,0 +1,316 @@
+"""Recognise official Sapiens checkpoints and map them to shipped configs.
+
+A released Sapiens task checkpoint carries its task and size in its file
+name (``sapiens_0.3b_goliath_best_goliath_AP_573.pth`` is 0.3b, 308-keypoint
+pose; ``sapiens_1b_render_people_epoch_88.pth`` is 1b depth). When a file has
+been renamed, the same facts are read from its weights: the head's key names
+and output channels give the task (pose ``head.final_layer`` with 17 / 133 /
+308 keypoints, ``decode_head.conv_seg`` with 28 / 20 classes for body parts,
+1 channel and four deconvolutions for depth, 3 channels for normals) and the
+patch-embedding width gives the size. Either way the result names the config
+under ``configs/`` that builds the matching model.
+
+Checkpoint files are read only through :mod:`sapiens_mm.checkpoint`.
+"""
+import os.path as osp
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Literal, Mapping, Optional, Union
+
+import torch
+
+from sapiens_mm.checkpoint import get_state_dict, load_file
+
+__all__ = [
+    'SapiensModelInfo', 'UnrecognizedCheckpointError', 'EMBED_DIMS_TO_SIZE',
+    'config_root', 'shipped_config', 'parse_checkpoint_name',
+    'recognize_state_dict', 'recognize_checkpoint'
+]
+
+Task = Literal['pose', 'seg', 'depth', 'normal']
+
+#: Backbone width (``backbone.patch_embed.projection.weight`` rows) -> size.
+EMBED_DIMS_TO_SIZE: Dict[int, str] = {
+    1024: '0.3b',
+    1280: '0.6b',
+    1536: '1b',
+    1920: '2b',
+    64: 'tiny',
+}
+
+#: Heatmap channels -> pose keypoint layout.
+_POSE_DATASETS = {17: 'coco', 133: 'coco_wholebody', 308: 'goliath'}
+#: Classes -> body-part vocabulary.
+_SEG_DATASETS = {28: 'goliath', 20: 'lip'}
+
+#: (task, dataset) -> config path under ``configs/``.
+_CONFIG_TEMPLATES = {
+    ('pose', 'goliath'): 'pose/goliath/sapiens_{size}-210e_goliath-{res}.py',
+    ('pose', 'coco'): 'pose/coco/sapiens_{size}-210e_coco-{res}.py',
+    ('pose', 'coco_wholebody'):
+    'pose/coco_wholebody/sapiens_{size}-210e_coco_wholebody-{res}.py',
+    ('seg', 'goliath'): 'seg/goliath/sapiens_{size}-200e_goliath-{res}.py',
+    ('seg', 'lip'): 'seg/lip/sapiens_{size}-400e_lip-{res}.py',
+    ('depth', None): 'depth/sapiens_{size}-200e_depth_folder-{res}.py',
+    ('normal', None): 'normal/sapiens_{size}-200e_normal_folder-{res}.py',
+}
+
+_SIZE = r'(?P<size>0\.3b|0\.6b|1b|2b|tiny)'
+# Official release names (see the Sapiens model zoo). Order matters: the
+# more specific patterns come first.
+_NAME_PATTERNS = [
+    (re.compile(rf'^sapiens_{_SIZE}_goliath_best_goliath_miou'), 'seg',
+     'goliath'),
+    (re.compile(rf'^sapiens_{_SIZE}_(lip|cihp)_best_(lip|cihp)_miou'), 'seg',
+     'lip'),
+    (re.compile(rf'^sapiens_{_SIZE}_coco_wholebody_best_coco_wholebody_ap'),
+     'pose', 'coco_wholebody'),
+    (re.compile(rf'^sapiens_{_SIZE}_coco_best_coco_ap'), 'pose', 'coco'),
+    (re.compile(rf'^sapiens_{_SIZE}_goliath_best_goliath_ap'), 'pose',
+     'goliath'),
+    (re.compile(rf'^sapiens_{_SIZE}_normal_render_people_epoch'), 'normal',
+     None),
+    (re.compile(rf'^sapiens_{_SIZE}_render_people_epoch'), 'depth', None),
+]
+_PRETRAIN_NAME = re.compile(rf'^sapiens_{_SIZE}_epoch_\d+(_clean)?$')
+
+_EXAMPLES = ('sapiens_0.3b_goliath_best_goliath_AP_573.pth (pose), '
+             'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth '
+             '(seg), sapiens_0.3b_render_people_epoch_100.pth (depth), '
+             'sapiens_0.3b_normal_render_people_epoch_66.pth (normal)')
+
+
+class UnrecognizedCheckpointError(ValueError):
+    """The task or size of a checkpoint cannot be told."""
+
+
+@dataclass(frozen=True)
+class SapiensModelInfo:
+    """What a Sapiens task checkpoint holds.
+
+    Attributes:
+        task: ``'pose'``, ``'seg'``, ``'depth'`` or ``'normal'``.
+        size: ``'0.3b'``, ``'0.6b'``, ``'1b'``, ``'2b'`` or ``'tiny'``.
+        dataset: Keypoint layout (``'goliath'``, ``'coco'``,
+            ``'coco_wholebody'``) for pose, vocabulary (``'goliath'`` 28
+            classes, ``'lip'`` 20 classes) for seg, None for depth / normal.
+        source: ``'name'`` or ``'keys'``: what the facts were read from.
+    """
+    task: str
+    size: str
+    dataset: Optional[str] = None
+    source: str = 'name'
+
+    @property
+    def config(self) -> Path:
+        """The shipped config that builds this model."""
+        return shipped_config(self.task, self.size, self.dataset)
+
+
+def config_root() -> Path:
+    """The ``configs/`` folder of the sapiens_mm checkout.
+
+    Raises:
+        FileNotFoundError: The package was installed without its configs.
+    """
+    root = Path(__file__).resolve().parents[2] / 'configs'
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f'The sapiens_mm configs folder was not found at {root}: it '
+            'ships with the source checkout. Install sapiens_mm from the '
+            'repository (`pip install -e .`) or pass a config file together '
+            'with the checkpoint.')
+    return root
+
+
+def shipped_config(task: str, size: str,
+                   dataset: Optional[str] = None) -> Path:
+    """Path of the config that builds a ``task`` model of ``size``.
+
+    Args:
+        task: ``'pose'``, ``'seg'``, ``'depth'`` or ``'normal'``.
+        size: ``'0.3b'``, ``'0.6b'``, ``'1b'``, ``'2b'`` or ``'tiny'``.
+        dataset: Pose layout (``'goliath'``, ``'coco'``,
+            ``'coco_wholebody'``) or seg vocabulary (``'goliath'``,
+            ``'lip'``); ignored for depth / normal. Defaults to
+            ``'goliath'`` for pose and seg.
+
+    Returns:
+        Absolute path of the config file.
+
+    Raises:
+        ValueError: Unknown task / size / dataset.
+        FileNotFoundError: The config does not exist.
+    """
+    if task in ('depth', 'normal'):
+        dataset = None
+    elif dataset is None:
+        dataset = 'goliath'
+    key = (task, dataset)
+    if key not in _CONFIG_TEMPLATES:
+        known = ', '.join(f'{t}/{d}' if d else t for t, d in _CONFIG_TEMPLATES)
+        raise ValueError(f'No shipped config for task {task!r} with dataset '
+                         f'{dataset!r}; known: {known}.')
+    if size not in EMBED_DIMS_TO_SIZE.values():
+        raise ValueError(f'Unknown Sapiens size {size!r}; choose from '
+                         f'{sorted(EMBED_DIMS_TO_SIZE.values())}.')
+    res = '256x192' if size == 'tiny' else '1024x768'
+    path = config_root() / _CONFIG_TEMPLATES[key].format(size=size, res=res)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f'Expected the config {path} for a {size} {task} model; it is '
+            'missing from this checkout. Pass a config file explicitly.')
+    return path
+
+
+def _stem(path: Union[str, Path]) -> str:
+    name = osp.basename(str(path))
+    for ext in ('.pth', '.pt', '.pt2', '.ckpt', '.bin'):
+        if name.lower().endswith(ext):
+            name = name[:-len(ext)]
+            break
+    return name
+
+
+def parse_checkpoint_name(
+        path: Union[str, Path]) -> Optional[SapiensModelInfo]:
+    """Recognise an official Sapiens task checkpoint by its file name.
+
+    Args:
+        path: File path or name, e.g.
+            ``sapiens_1b_coco_wholebody_best_coco_wholebody_AP_727.pth``.
+
+    Returns:
+        The model info, or None when the name is not an official one.
+
+    Raises:
+        UnrecognizedCheckpointError: The name is that of an official file
+            this package cannot run (a pretraining checkpoint without a task
+            head, or a TorchScript / exported "lite" file).
+    """
+    name = osp.basename(str(path))
+    stem = _stem(name).lower()
+    lite = re.search(r'_(torchscript|bfloat16)$', stem)
+    if lite or name.lower().endswith('.pt2'):
+        raise UnrecognizedCheckpointError(
+            f'{name} is a Sapiens-lite {lite.group(1) if lite else "exported"}'
+            ' file (a compiled graph, not weights); it cannot be loaded into '
+            'an OpenMMLab model. Use the .pth checkpoint of the same name '
+            'without the suffix.')
+    if _PRETRAIN_NAME.match(stem):
+        raise UnrecognizedCheckpointError(
+            f'{name} is a Sapiens pretraining (backbone-only) checkpoint: it '
+            'has no task head to run. Use it as the backbone init of a '
+            'fine-tuning config, or pick a task checkpoint such as '
+            f'{_EXAMPLES}.')
+    for pattern, task, dataset in _NAME_PATTERNS:
+        m = pattern.match(stem)
+        if m:
+            return SapiensModelInfo(task, m.group('size'), dataset, 'name')
+    return None
+
+
+def _out_channels(state: Mapping[str, torch.Tensor], key: str) -> int:
+    return int(state[key].shape[0])
+
+
+def recognize_state_dict(state: Mapping[str, torch.Tensor],
+                         source: str = 'checkpoint') -> SapiensModelInfo:
+    """Recognise a Sapiens task model from its weights.
+
+    Args:
+        state: A full-model state dict (keys ``backbone.*`` and ``head.*``
+            or ``decode_head.*``), as in the official task checkpoints.
+        source: Name of the file, for error messages.
+
+    Returns:
+        The model info (``source='keys'``).
+
+    Raises:
+        UnrecognizedCheckpointError: Task or size cannot be told; the message
+            says what was found and what to do.
+    """
+    embed_key = 'backbone.patch_embed.projection.weight'
+    if embed_key not in state:
+        if 'patch_embed.projection.weight' in state:
+            raise UnrecognizedCheckpointError(
+                f'{source} is a backbone-only (pretraining "clean") state '
+                'dict: it has no task head to run. Pick a task checkpoint '
+                f'such as {_EXAMPLES}.')
+        raise UnrecognizedCheckpointError(
+            f'{source} is not a Sapiens task checkpoint: it has no '
+            f'{embed_key!r} (first keys: {list(state)[:5]}). Pass a config '
+            'together with it: models={"pose": dict(config=..., '
+            'checkpoint=...)}.')
+    embed_dims = _out_channels(state, embed_key)
+    size = EMBED_DIMS_TO_SIZE.get(embed_dims)
+    if size is None:
+        raise UnrecognizedCheckpointError(
+            f'{source}: backbone width {embed_dims} is none of the Sapiens '
+            f'sizes {EMBED_DIMS_TO_SIZE}. Pass the config of this model '
+            'together with the checkpoint.')
+    if 'head.final_layer.weight' in state:
+        k = _out_channels(state, 'head.final_layer.weight')
+        if k not in _POSE_DATASETS:
+            raise UnrecognizedCheckpointError(
+                f'{source}: a pose head with {k} keypoints; only '
+                f'{sorted(_POSE_DATASETS)} (COCO, COCO-WholeBody, Goliath) '
+                'have shipped configs. Pass your config with the checkpoint.')
+        return SapiensModelInfo('pose', size, _POSE_DATASETS[k], 'keys')
+    if 'decode_head.conv_seg.weight' in state:
+        c = _out_channels(state, 'decode_head.conv_seg.weight')
+        deconvs = {
+            k.split('.')[2]
+            for k in state if k.startswith('decode_head.deconv_layers.')
+        }
+        if c == 1:
+            if len(deconvs) != 4:
+                raise UnrecognizedCheckpointError(
+                    f'{source}: a 1-channel head with {len(deconvs)} '
+                    'deconvolutions; the Sapiens depth head has 4. Pass the '
+                    'config of this model together with the checkpoint.')
+            return SapiensModelInfo('depth', size, None, 'keys')
+        if c == 3:
+            return SapiensModelInfo('normal', size, None, 'keys')
+        if c in _SEG_DATASETS:
+            return SapiensModelInfo('seg', size, _SEG_DATASETS[c], 'keys')
+        raise UnrecognizedCheckpointError(
+            f'{source}: a decode head with {c} output channels; Sapiens '
+            'heads have 1 (depth), 3 (normal), 28 (Goliath parts) or 20 '
+            '(LIP / CIHP parts). Pass the config of this model together '
+            'with the checkpoint.')
+    raise UnrecognizedCheckpointError(
+        f'{source}: a Sapiens backbone without a known head (no '
+        '"head.final_layer" or "decode_head.conv_seg" weights). Pass the '
+        'config of this model together with the checkpoint.')
+
+
+def recognize_checkpoint(
+        path: Union[str, Path],
+        state_dict: Optional[Mapping[str, torch.Tensor]] = None
+) -> SapiensModelInfo:
+    """Recognise the task and size of a Sapiens checkpoint file.
+
+    The official file name is tried first (no file read); otherwise the file
+    is read (through :func:`sapiens_mm.checkpoint.load_file`) and its keys
+    and shapes decide.
+
+    Args:
+        path: The checkpoint file.
+        state_dict: Its state dict if already loaded (avoids a second read).
+
+    Returns:
+        The model info; ``info.config`` is the shipped config to build it.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        UnrecognizedCheckpointError: Neither the name nor the weights tell
+            the task and size.
+    """
+    info = parse_checkpoint_name(path)
+    if info is not None:
+        return info
+    if state_dict is None:
+        state_dict = get_state_dict(load_file(str(path)))
+    return recognize_state_dict(state_dict, source=str(path))

@@ -1,0 +1,418 @@
+"""SapiensInferencer end to end: outputs, files, batching, video, pose
+coordinate mapping, unreadable inputs, a real photograph and the CLI.
+
+Tiny Sapiens configs with random weights; most tests shrink them further to
+a 64x48 input so that the whole file runs in seconds on two CPU cores.
+"""
+import json
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config
+
+from sapiens_mm.apis import SapiensInferencer
+from sapiens_mm.apis.infer_cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {
+    'pose': ROOT / 'configs/pose/goliath/sapiens_tiny-210e_goliath-256x192.py',
+    'seg': ROOT / 'configs/seg/goliath/sapiens_tiny-200e_goliath-256x192.py',
+    'depth': ROOT / 'configs/depth/sapiens_tiny-200e_depth_folder-256x192.py',
+    'normal':
+    ROOT / 'configs/normal/sapiens_tiny-200e_normal_folder-256x192.py',
+}
+
+
+def small_cfg(task, hw=(64, 48)):
+    """The tiny config of ``task`` at an (H, W) = ``hw`` input."""
+    cfg = Config.fromfile(str(TINY[task]))
+    h, w = hw
+    cfg.model.backbone.img_size = (h, w)
+    pipeline = cfg.test_dataloader.dataset.pipeline
+    if task == 'pose':
+        codec = dict(type='UDPHeatmap', input_size=(w, h),
+                     heatmap_size=(w // 4, h // 4), sigma=2)
+        cfg.model.head.decoder = codec
+        for step in pipeline:
+            if step['type'] == 'TopdownAffine':
+                step['input_size'] = (w, h)
+    else:
+        cfg.model.data_preprocessor.size = (h, w)
+        for step in pipeline:
+            if step['type'] == 'Resize':
+                step['scale'] = (w, h)
+    return cfg
+
+
+def image(h, w, seed):
+    rng = np.random.default_rng(seed)
+    img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    return cv2.GaussianBlur(img, (5, 5), 0)
+
+
+@pytest.fixture(scope='module', autouse=True)
+def one_thread():
+    """One thread: much faster than two on a shared, busy 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope='module')
+def inferencer():
+    torch.manual_seed(0)
+    return SapiensInferencer(
+        models={t: small_cfg(t) for t in ('pose', 'seg', 'depth', 'normal')},
+        device='cpu', detector='none')
+
+
+def test_outputs_and_files(inferencer, tmp_path):
+    img = image(70, 50, 0)
+    cv2.imwrite(str(tmp_path / 'person.png'), img)
+    (res, ) = inferencer(str(tmp_path / 'person.png'),
+                         out_dir=str(tmp_path / 'out'), return_vis=True)
+    h, w = 70, 50
+    assert res['name'] == 'person' and res['frame_index'] is None
+    assert res['img_shape'] == (h, w)
+    pred = res['predictions']
+    assert set(pred) == {'pose', 'seg', 'depth', 'normal'}
+    seg = pred['seg']
+    assert seg.shape == (h, w) and seg.dtype == np.uint8 and seg.max() < 28
+    fg = seg > 0
+    assert 0 < fg.sum() < h * w  # random weights: some of each
+    depth, normal = pred['depth'], pred['normal']
+    assert depth.shape == (h, w) and depth.dtype == np.float32
+    # masked by the person foreground of the segmentation
+    assert np.isfinite(depth[fg]).all() and np.isnan(depth[~fg]).all()
+    assert normal.shape == (h, w, 3) and normal.dtype == np.float32
+    assert np.isnan(normal[~fg]).all()
+    np.testing.assert_allclose(np.linalg.norm(normal[fg], axis=-1), 1,
+                               atol=1e-4)
+    pose = pred['pose']
+    assert pose['skeleton'] == 'goliath' and pose['bbox_source'] == \
+        'whole_image'
+    np.testing.assert_array_equal(pose['bboxes'], [[0, 0, w, h]])
+    assert pose['keypoints'].shape == (1, 308, 2)
+    assert pose['keypoint_scores'].shape == (1, 308)
+    assert np.isfinite(pose['keypoints']).all()
+
+    out = tmp_path / 'out'
+    files = res['pred_files']
+    assert files == {
+        'pose': str(out / 'pose/person.json'),
+        'seg': str(out / 'seg/person.npy'),
+        'depth': str(out / 'depth/person.npy'),
+        'normal': str(out / 'normal/person.npy'),
+    }
+    np.testing.assert_array_equal(np.load(files['seg']), seg)
+    np.testing.assert_array_equal(np.load(files['depth']), depth)
+    np.testing.assert_array_equal(np.load(files['normal']), normal)
+    record = json.loads(Path(files['pose']).read_text())
+    assert record['skeleton'] == 'goliath' and record['num_keypoints'] == 308
+    assert (record['height'], record['width']) == (h, w)
+    assert len(record['keypoint_names']) == 308
+    (inst, ) = record['instances']
+    assert inst['bbox'] == [0, 0, w, h]  # COCO xywh
+    assert inst['skeleton'] == 'goliath'
+    kpts = np.array(inst['keypoints']).reshape(308, 3)  # COCO x, y, score
+    np.testing.assert_allclose(kpts[:, :2], pose['keypoints'][0], rtol=1e-6)
+    np.testing.assert_allclose(kpts[:, 2], pose['keypoint_scores'][0],
+                               rtol=1e-6)
+    for task, path in res['vis_files'].items():
+        assert path == str(out / task / 'person.png')
+        vis = cv2.imread(path)
+        np.testing.assert_array_equal(vis, res['visualization'][task])
+        assert vis.shape[0] == h
+        # seg has a legend panel on the right, the others are image-sized
+        assert vis.shape[1] > w if task == 'seg' else vis.shape[1] == w
+    # background is black in the depth / normal drawings
+    assert (res['visualization']['depth'][~fg] == 0).all()
+    assert (res['visualization']['normal'][~fg] == 0).all()
+
+
+def test_batch_equals_one_by_one(inferencer, monkeypatch):
+    imgs = [image(70, 50, 1), image(40, 60, 2), image(64, 48, 3)]
+    boxes = [np.array([[2, 3, 30, 60, 0.9], [20, 10, 48, 66, 0.8]]), None,
+             np.array([[0, 0, 20, 30]])]
+    monkeypatch.setitem(inferencer.models['pose'].test_cfg, 'output_heatmaps',
+                        True)
+    one = inferencer(imgs, batch_size=1, bboxes=boxes,
+                     return_datasamples=True)
+    many = inferencer(imgs, batch_size=3, bboxes=boxes,
+                      return_datasamples=True)
+    assert len(one) == len(many) == 3
+    assert [r['predictions']['pose']['bbox_source'] for r in many] == [
+        'user', 'whole_image', 'user']
+    assert many[0]['predictions']['pose']['keypoints'].shape == (2, 308, 2)
+    np.testing.assert_allclose(many[0]['predictions']['pose']['bbox_scores'],
+                               [0.9, 0.8])
+    for a, b in zip(one, many):
+        pa, pb = a['predictions'], b['predictions']
+        assert (pa['seg'] == pb['seg']).mean() > 0.999
+        np.testing.assert_allclose(pa['depth'], pb['depth'], atol=1e-4)
+        np.testing.assert_allclose(pa['normal'], pb['normal'], atol=1e-4)
+        for sa, sb in zip(a['datasamples']['pose'],
+                          b['datasamples']['pose']):
+            np.testing.assert_allclose(sa.pred_fields.heatmaps.numpy(),
+                                       sb.pred_fields.heatmaps.numpy(),
+                                       atol=1e-5)
+        np.testing.assert_allclose(pa['pose']['keypoint_scores'],
+                                   pb['pose']['keypoint_scores'], atol=1e-4)
+        # the sub-pixel refinement of random heatmaps can amplify float
+        # noise on a few keypoints; nearly all agree to 1e-3 px
+        diff = np.abs(pa['pose']['keypoints'] - pb['pose']['keypoints'])
+        assert (diff < 1e-3).mean() > 0.9
+
+
+def _write_video(path, n, size=(64, 48), fps=7.0):
+    w, h = size
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'mp4v'), fps,
+                             (w, h))
+    assert writer.isOpened()
+    for i in range(n):
+        writer.write(image(h, w, 10 + i))
+    writer.release()
+
+
+def _count_frames(path):
+    cap = cv2.VideoCapture(str(path))
+    fps = cap.get(cv2.CAP_PROP_FPS)
+    n = 0
+    while cap.read()[0]:
+        n += 1
+    cap.release()
+    return n, fps
+
+
+def test_video(inferencer, tmp_path):
+    _write_video(tmp_path / 'clip.mp4', 5)
+    out = tmp_path / 'out'
+    results = inferencer(str(tmp_path / 'clip.mp4'), out_dir=str(out),
+                         batch_size=2)
+    assert len(results) == 5
+    assert [r['frame_index'] for r in results] == list(range(5))
+    assert all(r['img_shape'] == (48, 64) for r in results)
+    for task in ('pose', 'seg', 'depth', 'normal'):
+        assert results[0]['vis_files'][task] == str(out / task / 'clip.mp4')
+        n, fps = _count_frames(out / task / 'clip.mp4')
+        assert n == 5 and fps == pytest.approx(7.0, abs=0.01)
+        ext = 'json' if task == 'pose' else 'npy'
+        assert sorted(os.listdir(out / task / 'clip')) == [
+            f'{i:06d}.{ext}' for i in range(5)
+        ]
+    assert results[3]['pred_files']['seg'] == str(out / 'seg/clip/000003.npy')
+    # max_frames limits the frames read from a video
+    assert len(inferencer(str(tmp_path / 'clip.mp4'), max_frames=2)) == 2
+
+
+def test_unreadable_image_in_folder_is_skipped(inferencer, tmp_path):
+    folder = tmp_path / 'imgs'
+    (folder / 'sub').mkdir(parents=True)
+    cv2.imwrite(str(folder / 'a.png'), image(40, 30, 4))
+    cv2.imwrite(str(folder / 'sub' / 'c.jpg'), image(30, 40, 5))
+    (folder / 'b.jpg').write_bytes(b'this is not a jpeg')
+    (folder / 'notes.txt').write_text('not an image')
+    results = inferencer(str(folder), out_dir=str(tmp_path / 'out'))
+    assert [r['name'] for r in results] == ['a', 'sub/c']
+    assert inferencer.skipped == [(str(folder / 'b.jpg'),
+                                   'not a readable image')]
+    assert (tmp_path / 'out/seg/sub/c.npy').is_file()
+
+
+def test_bad_inputs(inferencer, tmp_path):
+    with pytest.raises(FileNotFoundError, match='Input not found'):
+        inferencer(str(tmp_path / 'missing.jpg'))
+    with pytest.raises(ValueError, match='uint8'):
+        inferencer(np.zeros((8, 8, 3), np.float32))
+    with pytest.raises(ValueError, match='No image'):
+        inferencer(str(tmp_path))
+    with pytest.raises(ValueError, match='bboxes'):
+        inferencer([image(20, 20, 0)] * 2, bboxes=[[[0, 0, 5, 5]]] * 3)
+    # a webcam that does not exist gives a clear error (real webcams cannot
+    # be tested here)
+    with pytest.raises(RuntimeError, match='webcam 97'):
+        inferencer('webcam:97')
+
+
+def _box_mapping(box, input_wh=(48, 64), padding=1.25):
+    """(center, scale) of mmpose's GetBBoxCenterScale + TopdownAffine."""
+    x1, y1, x2, y2 = box
+    center = np.array([(x1 + x2) / 2, (y1 + y2) / 2])
+    w, h = (x2 - x1) * padding, (y2 - y1) * padding
+    aspect = input_wh[0] / input_wh[1]
+    scale = np.array([w, w / aspect] if w > h * aspect else [h * aspect, h])
+    return center, scale
+
+
+def test_keypoints_map_back_exactly(inferencer, monkeypatch):
+    """A heatmap peak at (px, py) of a box's crop lands at
+    center + (p / (heatmap_size - 1) - 1/2) * scale in the image."""
+    model = inferencer.models['pose']
+    hm_w, hm_h = 12, 16
+    px, py = 7, 4
+
+    def fake_head(feats):
+        n = feats[-1].shape[0]
+        ys, xs = np.mgrid[0:hm_h, 0:hm_w]
+        hm = np.exp(-((xs - px)**2 + (ys - py)**2) / (2 * 1.5**2))
+        return torch.from_numpy(hm).float().expand(n, 308, hm_h, hm_w)
+
+    monkeypatch.setattr(model.head, 'forward', fake_head)
+    monkeypatch.setitem(model.test_cfg, 'flip_test', False)
+    # isolate the mapping from the sub-pixel (DARK) refinement
+    monkeypatch.setattr('mmpose.codecs.udp_heatmap.refine_keypoints_dark_udp',
+                        lambda keypoints, heatmaps, blur_kernel_size: keypoints)
+    boxes = np.array([[10, 20, 40, 100], [50, 5, 140, 45]], np.float32)
+    (res, ) = inferencer(image(120, 160, 6), bboxes=boxes)
+    kpts = res['predictions']['pose']['keypoints']
+    for box, pts in zip(boxes, kpts):
+        center, scale = _box_mapping(box)
+        expected = center + (np.array([px / (hm_w - 1), py /
+                                       (hm_h - 1)]) - 0.5) * scale
+        np.testing.assert_allclose(pts, np.broadcast_to(expected, pts.shape),
+                                   atol=1e-3)
+
+
+def test_keypoints_follow_a_dot(inferencer, monkeypatch):
+    """A head that points at the brightest pixel of its crop finds a white
+    dot at its true image position, through the crop, the flip test and
+    the mapping back, for several boxes."""
+    model = inferencer.models['pose']
+    hm_w, hm_h = 12, 16
+
+    def fake_extract(inputs):
+        return (inputs, )
+
+    def fake_head(feats):
+        x = feats[-1].sum(1)  # (N, h, w) crop brightness
+        n, h, w = x.shape
+        flat = x.reshape(n, -1).argmax(1)
+        cy, cx = (flat // w).float(), (flat % w).float()
+        # UDP: crop pixel u <-> heatmap pixel u * (W - 1) / (w - 1)
+        hx, hy = cx * (hm_w - 1) / (w - 1), cy * (hm_h - 1) / (h - 1)
+        ys, xs = torch.meshgrid(torch.arange(hm_h).float(),
+                                torch.arange(hm_w).float(), indexing='ij')
+        hm = torch.exp(-((xs - hx.view(n, 1, 1))**2 +
+                         (ys - hy.view(n, 1, 1))**2) / (2 * 1.5**2))
+        return hm[:, None].expand(n, 308, hm_h, hm_w)
+
+    monkeypatch.setattr(model, 'extract_feat', fake_extract)
+    monkeypatch.setattr(model.head, 'forward', fake_head)
+    img = np.zeros((150, 200, 3), np.uint8)
+    dots = [(37, 71), (150, 30)]
+    for x, y in dots:
+        cv2.circle(img, (x, y), 1, (255, 255, 255), -1)
+    boxes = np.array([[20, 30, 60, 120], [120, 10, 190, 60]], np.float32)
+    (res, ) = inferencer(img, bboxes=boxes)
+    for (x, y), box, pts in zip(dots, boxes,
+                                res['predictions']['pose']['keypoints']):
+        _, scale = _box_mapping(box)
+        tol = scale[0] / (48 - 1)  # one crop pixel, in image pixels
+        np.testing.assert_allclose(pts[0], [x, y], atol=tol)
+
+
+def test_astronaut_all_tasks_end_to_end(tmp_path):
+    """A real photograph through the shipped tiny configs (256x192)."""
+    from skimage import data
+    path = tmp_path / 'astronaut.png'
+    cv2.imwrite(str(path), data.astronaut()[..., ::-1])  # RGB -> BGR
+    inferencer = SapiensInferencer(models={t: str(c)
+                                           for t, c in TINY.items()},
+                                   device='cpu', batch_size=2)
+    (res, ) = inferencer(str(path), out_dir=str(tmp_path / 'out'))
+    pred = res['predictions']
+    assert res['img_shape'] == (512, 512)
+    assert pred['seg'].shape == (512, 512)
+    assert pred['depth'].shape == (512, 512)
+    assert pred['normal'].shape == (512, 512, 3)
+    assert pred['pose']['keypoints'].shape[1:] == (308, 2)
+    # the built-in HOG detector either finds the astronaut or falls back
+    assert pred['pose']['bbox_source'] in ('detector', 'whole_image')
+    for task in ('pose', 'seg', 'depth', 'normal'):
+        assert os.path.isfile(res['pred_files'][task])
+        assert cv2.imread(res['vis_files'][task]).shape[0] == 512
+
+
+def test_bf16(inferencer):
+    """bf16 autocast runs and stays close to fp32 on the dense outputs."""
+    cfgs = {t: small_cfg(t) for t in ('seg', 'depth')}
+    torch.manual_seed(0)
+    fp32 = SapiensInferencer(cfgs, device='cpu')
+    bf16 = SapiensInferencer(cfgs, device='cpu', dtype='bf16')
+    bf16.models['seg'].load_state_dict(fp32.models['seg'].state_dict())
+    bf16.models['depth'].load_state_dict(fp32.models['depth'].state_dict())
+    img = image(64, 48, 7)
+    a = fp32(img)[0]['predictions']
+    b = bf16(img)[0]['predictions']
+    assert b['depth'].dtype == np.float32
+    fg = (a['seg'] > 0) & (b['seg'] > 0)
+    assert (a['seg'] == b['seg']).mean() > 0.8
+    assert np.abs(a['depth'][fg] - b['depth'][fg]).mean() < 0.1 * np.abs(
+        a['depth'][fg]).mean() + 0.05
+    with pytest.raises(ValueError, match='dtype'):
+        SapiensInferencer(cfgs, device='cpu', dtype='int8')
+
+
+def test_model_arguments(tmp_path):
+    with pytest.raises(ValueError, match='No model for task'):
+        SapiensInferencer({'seg': small_cfg('seg')}, tasks=('seg', 'pose'))
+    with pytest.raises(ValueError, match="given for 'pose' is a seg model"):
+        SapiensInferencer({'pose': small_cfg('seg')})
+    with pytest.raises(FileNotFoundError, match='Checkpoint not found'):
+        SapiensInferencer({'pose': str(tmp_path / 'nope.pth')})
+    inf = SapiensInferencer([small_cfg('seg'), small_cfg('depth')],
+                            tasks=['depth'], device='cpu')
+    assert inf.tasks == ('depth', )
+
+
+def test_cli(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(['--help'])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    for option in ('--checkpoints', '--pose-config', '--batch-size',
+                   '--dtype', '--det-config', '--bbox-thr', '--nms-thr',
+                   '--bboxes', '--max-frames', '--out-dir'):
+        assert option in text
+    # every option reaches the inferencer
+    cfg_path = tmp_path / 'depth_small.py'
+    small_cfg('depth').dump(str(cfg_path))
+    folder = tmp_path / 'imgs'
+    folder.mkdir()
+    for i in range(3):
+        cv2.imwrite(str(folder / f'{i}.png'), image(30, 20, i))
+    summary = main([
+        str(folder), '--depth-config', str(cfg_path), '--out-dir',
+        str(tmp_path / 'out'), '--batch-size', '2', '--no-save-vis',
+        '--no-progress', '--device', 'cpu'
+    ])
+    assert [s['name'] for s in summary] == ['0', '1', '2']
+    assert all(s['vis_files'] == {} for s in summary)
+    for i in range(3):
+        assert np.load(tmp_path / f'out/depth/{i}.npy').shape == (30, 20)
+    # an official-style name is recognised: task and size -> shipped config
+    from mmengine.registry import DefaultScope
+    from mmseg.registry import MODELS
+    with DefaultScope.overwrite_default_scope('mmseg'):
+        model = MODELS.build(Config.fromfile(str(TINY['depth'])).model)
+    ckpt = tmp_path / 'sapiens_tiny_render_people_epoch_1.pth'
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, ckpt)
+    (summary, ) = main([
+        str(folder / '1.png'), '--checkpoints', str(ckpt), '--out-dir',
+        str(tmp_path / 'out2'), '--no-progress', '--device', 'cpu'
+    ])
+    assert summary['pred_files'] == {'depth': str(tmp_path / 'out2/depth/1.npy')}
+    assert summary['vis_files'] == {'depth': str(tmp_path / 'out2/depth/1.png')}
+    with pytest.raises(ValueError, match='Two depth models'):
+        main([str(folder), '--checkpoints', str(ckpt), '--depth-config',
+              str(cfg_path)])
+    with pytest.raises(ValueError, match='No model given'):
+        main([str(folder)])
+    args = build_parser().parse_args(
+        ['0', '--pose', 'x.pth', '--bboxes', '[[0, 0, 5, 5]]'])
+    assert args.inputs == ['0'] and args.pose == 'x.pth'
