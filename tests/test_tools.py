@@ -59,11 +59,78 @@ def test_test_options(cfg_path):
 
 @pytest.mark.parametrize('tool,flags', [
     ('train.py', ['--work-dir', '--resume', '--amp', '--auto-scale-lr',
-                  '--seed', '--deterministic', '--cfg-options', '--launcher']),
-    ('test.py', ['--work-dir', '--cfg-options', '--launcher']),
+                  '--seed', '--deterministic', '--cfg-options', '--launcher',
+                  '--nonfinite-loss']),
+    ('test.py', ['--work-dir', '--cfg-options', '--launcher', '--out',
+                 '--dump']),
 ])
 def test_help_lists_options(tool, flags):
     out = subprocess.run([sys.executable, str(ROOT / 'tools' / tool), '-h'],
                          capture_output=True, text=True, check=True).stdout
     for flag in flags:
         assert flag in out
+
+
+def _load_tool(name):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        f'sapiens_tools_{name}', ROOT / 'tools' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_test_py_writes_metrics_json_and_predictions(tmp_path, monkeypatch):
+    import json
+
+    import mmcv
+    import mmengine
+    import numpy as np
+    import torch
+    from cluster_helpers import write_seg_data, write_tiny_config
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    from mmseg.registry import MODELS
+
+    data = write_seg_data(tmp_path / 'data', n=3)
+    cfg_path = write_tiny_config(tmp_path, data, batch_size=1, max_epochs=1,
+                                 augment=False, dropout=0.0)
+    monkeypatch.syspath_prepend(str(tmp_path))  # its custom_imports
+    init_default_scope('mmseg')
+    model = MODELS.build(Config.fromfile(str(cfg_path)).model)
+    ckpt = tmp_path / 'model.pth'
+    torch.save({'state_dict': model.state_dict()}, str(ckpt))
+
+    tool = _load_tool('test')
+    out, dump = tmp_path / 'res' / 'metrics.json', tmp_path / 'preds.pkl'
+    metrics = tool.main([str(cfg_path), str(ckpt), '--work-dir',
+                         str(tmp_path / 'w'), '--out', str(out), '--dump',
+                         str(dump)])
+    record = json.loads(out.read_text())
+    assert record['checkpoint'] == str(ckpt)
+    assert record['config'] == str(cfg_path)
+    assert set(record['metrics']) == {'aAcc', 'mIoU', 'mAcc'}
+    assert record['metrics'] == pytest.approx(
+        {k: float(v) for k, v in metrics.items()})
+
+    preds = mmengine.load(str(dump))
+    assert len(preds) == 3
+    # mIoU recomputed from the dumped predictions and the label files.
+    inter, union = np.zeros(28), np.zeros(28)
+    for p in preds:
+        pred = p['pred_sem_seg']['data'][0].numpy()
+        gt = mmcv.imread(p['seg_map_path'], flag='unchanged')
+        assert pred.shape == gt.shape == (64, 48)
+        for c in range(28):
+            inter[c] += ((pred == c) & (gt == c)).sum()
+            union[c] += ((pred == c) | (gt == c)).sum()
+    with np.errstate(invalid='ignore'):
+        miou = np.nanmean(inter / union) * 100
+    assert record['metrics']['mIoU'] == pytest.approx(miou, abs=0.01)
+
+    # Without --out: <work_dir>/<timestamp>/metrics.json.
+    tool.main([str(cfg_path), str(ckpt), '--work-dir', str(tmp_path / 'w2')])
+    found = list((tmp_path / 'w2').glob('*/metrics.json'))
+    assert len(found) == 1
+    with pytest.raises(ValueError, match='.pkl'):
+        tool.main([str(cfg_path), str(ckpt), '--dump', 'preds.json'])

@@ -1,12 +1,21 @@
-"""Train a model from a config file with mmengine's Runner."""
+"""Train a model from a config file with mmengine's Runner.
+
+Example:
+    python tools/train.py configs/seg/goliath/sapiens_0.3b-200e_goliath-1024x768.py \\
+        --work-dir work_dirs/seg_0.3b --amp
+
+Multi-GPU / multi-node: tools/dist_train.sh (torchrun) and
+tools/slurm_train.sh (srun). A config that sets ``runner_type`` (e.g. the
+FSDP configs in configs/fsdp/) is built with ``RUNNERS.build`` (mmengine's
+FlexibleRunner), any other with ``Runner.from_cfg``.
+"""
 import argparse
 import os
 
 from mmengine.config import DictAction
-from mmengine.runner import Runner
 
 import sapiens_mm  # noqa: F401  (registers modules, safe checkpoint loading)
-from sapiens_mm.apis import build_train_cfg
+from sapiens_mm.apis.runner_cfg import build_runner, build_train_cfg
 
 
 def parse_args(argv=None):
@@ -19,8 +28,8 @@ def parse_args(argv=None):
         '--resume', nargs='?', const='auto', default=None,
         metavar='auto|PATH',
         help='resume training: with no value or "auto", from the latest '
-        'checkpoint in the work dir (starts fresh if there is none); with a '
-        'path, from that checkpoint')
+        'complete checkpoint in the work dir (starts fresh if there is '
+        'none); with a path, from that checkpoint')
     parser.add_argument('--amp', action='store_true',
                         help='mixed precision: fp16 with dynamic loss scaling '
                         'on CUDA, bf16 where fp16 is not supported (CPU)')
@@ -29,7 +38,14 @@ def parse_args(argv=None):
                         'auto_scale_lr.base_batch_size of the config')
     parser.add_argument('--seed', type=int, help='random seed')
     parser.add_argument('--deterministic', action='store_true',
-                        help='use deterministic algorithms')
+                        help='use deterministic algorithms (with --seed, '
+                        'a resumed run repeats the losses of an '
+                        'uninterrupted one)')
+    parser.add_argument('--nonfinite-loss', choices=['stop', 'skip'],
+                        default=None,
+                        help='on a NaN/inf loss: stop with an error '
+                        '(default) or skip the step without updating '
+                        'the weights')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config entries, e.g. '
                         'train_dataloader.batch_size=4')
@@ -49,8 +65,9 @@ def main(argv=None):
         args.config, work_dir=args.work_dir, resume=args.resume,
         amp=args.amp, auto_scale_lr=args.auto_scale_lr,
         cfg_options=args.cfg_options, launcher=args.launcher, seed=args.seed,
-        deterministic=args.deterministic)
-    runner = Runner.from_cfg(cfg)
+        deterministic=args.deterministic,
+        nonfinite_loss=args.nonfinite_loss)
+    runner = build_runner(cfg)
     runner.train()
 
 

@@ -64,6 +64,9 @@ def _history_buffer_getattr(obj: Any, name: str) -> Any:
     public statistics methods of ``HistoryBuffer`` resolve.
     """
     from mmengine.logging.history_buffer import HistoryBuffer
+    # The class-level registry is filled by the first HistoryBuffer() only;
+    # in a fresh process (e.g. --resume) it is still empty.
+    HistoryBuffer()
     if (obj is HistoryBuffer or isinstance(obj, HistoryBuffer)) and \
             not name.startswith('_') and \
             name in HistoryBuffer._statistics_methods:

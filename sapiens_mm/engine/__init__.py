@@ -1,3 +1,5 @@
-from .hooks import *  # noqa: F401,F403
 from .optim_wrappers import *  # noqa: F401,F403
 from .optimizers import *  # noqa: F401,F403
+from .fileio import *  # noqa: F401,F403
+from .fsdp import *  # noqa: F401,F403
+from .hooks import *  # noqa: F401,F403

@@ -1,0 +1,273 @@
+"""Resume after failure: SIGKILL mid-epoch, restart with --resume auto, get
+the losses of a run that was never interrupted; checkpoints written
+atomically; a broken latest checkpoint is never picked."""
+import os
+import signal
+import time
+import zipfile
+
+import pytest
+import torch
+from cluster_helpers import (finish, logged_scalars, read_losses, run_env,
+                             start, tail, train_cmd, write_seg_data,
+                             write_tiny_config)
+
+from sapiens_mm.apis import build_train_cfg
+from sapiens_mm.checkpoint import load_file
+from sapiens_mm.engine import (AtomicLocalBackend, atomic_write,
+                               find_resumable_checkpoint,
+                               is_complete_checkpoint)
+
+ITERS_PER_EPOCH = 4  # 8 samples, batch 2
+KILL_AT = 7  # iteration 3 of epoch 2: after epoch_1.pth, mid-epoch
+
+
+def test_sigkill_mid_epoch_then_resume_auto_matches_uninterrupted(tmp_path):
+    data = write_seg_data(tmp_path / 'data', n=8)
+    # Random flips / photometric distortion and head dropout: the resumed run
+    # must draw the same random numbers as the uninterrupted one.
+    cfg = write_tiny_config(tmp_path, data, batch_size=2, max_epochs=3,
+                            augment=True, dropout=0.1)
+    env = run_env(tmp_path)
+    ref_dir, work_dir = tmp_path / 'uninterrupted', tmp_path / 'killed'
+    ref = start(train_cmd(cfg, ref_dir), env, tmp_path / 'ref.log')
+    killed = start(train_cmd(cfg, work_dir),
+                   dict(env, TEST_BLOCK_AT_ITER=str(KILL_AT)),
+                   tmp_path / 'killed.log')
+    deadline = time.time() + 240
+    while not (work_dir / 'blocked').exists():
+        assert killed.poll() is None, tail(tmp_path / 'killed.log')
+        assert time.time() < deadline, 'run never reached the kill point'
+        time.sleep(0.2)
+    assert (work_dir / 'epoch_1.pth').is_file()
+    assert not (work_dir / 'epoch_2.pth').exists()
+    os.killpg(killed.pid, signal.SIGKILL)
+    assert killed.wait(timeout=30) == -signal.SIGKILL
+    finish(ref, tmp_path / 'ref.log')
+
+    resumed = start(train_cmd(cfg, work_dir, '--resume', 'auto'), env,
+                    tmp_path / 'resumed.log')
+    finish(resumed, tmp_path / 'resumed.log')
+    log = (tmp_path / 'resumed.log').read_text()
+    assert 'resumed epoch: 1, iter: 4' in log
+
+    expected = read_losses(ref_dir)
+    assert sorted(expected) == list(range(1, 3 * ITERS_PER_EPOCH + 1))
+    got = read_losses(work_dir, pid=resumed.pid)
+    # Continues after the last checkpoint (end of epoch 1) ...
+    assert sorted(got) == list(range(ITERS_PER_EPOCH + 1,
+                                     3 * ITERS_PER_EPOCH + 1))
+    # ... with exactly the losses of the run that was never interrupted.
+    assert got == {i: expected[i] for i in got}
+    # The losses moved (a frozen model would pass trivially).
+    assert max(expected.values()) - min(expected.values()) > 1e-3
+    # mmengine's own log (smoothed loss, lr) agrees too: its message hub
+    # history was restored from the checkpoint.
+    ref_log, res_log = logged_scalars(ref_dir), logged_scalars(work_dir)
+    assert sorted(res_log) == sorted(got)
+    for step, rec in res_log.items():
+        assert rec['loss'] == ref_log[step]['loss']
+        assert rec['lr'] == ref_log[step]['lr']
+    # Same final weights.
+    a = load_file(str(ref_dir / 'epoch_3.pth'))['state_dict']
+    b = load_file(str(work_dir / 'epoch_3.pth'))['state_dict']
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _save_and_crash(path: str, phase: str) -> None:
+    """In a forked child: mmengine's save_checkpoint, killed by SIGKILL
+    half-way through writing the bytes (``'write'``) or after the fsync,
+    just before the rename (``'replace'``). Never returns."""
+    from mmengine.fileio import get_file_backend
+    from mmengine.runner.checkpoint import save_checkpoint
+    assert type(get_file_backend(path)) is AtomicLocalBackend
+    checkpoint = {'state_dict': {'w': torch.full((256, 256), 2.0)},
+                  'meta': {'epoch': 2}}
+    if phase == 'write':
+        real_fdopen = os.fdopen
+
+        class HalfFile:
+
+            def __init__(self, f):
+                self.f = f
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def write(self, data):
+                self.f.write(data[:len(data) // 2])
+                self.f.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            def __getattr__(self, name):
+                return getattr(self.f, name)
+
+        os.fdopen = lambda *a, **k: HalfFile(real_fdopen(*a, **k))
+    else:
+        os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
+    save_checkpoint(checkpoint, path)
+    os._exit(3)  # not reached: the save must have been killed
+
+
+@pytest.mark.parametrize('phase', ['write', 'replace'])
+def test_kill_during_checkpoint_save_keeps_previous_file(tmp_path, phase):
+    """SIGKILL while mmengine's save_checkpoint writes: the target keeps its
+    previous complete content; --resume auto never sees a partial file."""
+    target = tmp_path / 'work' / 'epoch_2.pth'
+    target.parent.mkdir()
+    torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': {'epoch': 1}},
+               str(target))  # an older complete checkpoint under that name
+    (tmp_path / 'work' / 'last_checkpoint').write_text(str(target))
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            _save_and_crash(str(target), phase)
+        finally:
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status), status
+    assert os.WTERMSIG(status) == signal.SIGKILL
+    # The previous checkpoint is intact and loadable ...
+    assert torch.equal(load_file(str(target))['state_dict']['w'],
+                       torch.ones(2))
+    # ... only a hidden temporary file is left, and it is incomplete.
+    leftovers = [p for p in target.parent.iterdir()
+                 if p.name.startswith('.epoch_2.pth.tmp')]
+    assert len(leftovers) == 1
+    if phase == 'write':
+        assert not is_complete_checkpoint(str(leftovers[0]))
+    assert find_resumable_checkpoint(str(tmp_path / 'work')) == str(target)
+
+
+def test_atomic_write_replaces_whole_file(tmp_path):
+    target = tmp_path / 'sub' / 'f.txt'
+    atomic_write('first', target)
+    atomic_write(b'second', target)
+    assert target.read_text() == 'second'
+    assert os.listdir(target.parent) == ['f.txt']
+    backend = AtomicLocalBackend()
+    backend.put_text('third', str(target))
+    assert backend.get_text(str(target)) == 'third'
+    mode = os.stat(target).st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask  # like open(..., 'w'), not 0o600
+
+
+def _save(path, epoch):
+    torch.save({'state_dict': {'w': torch.full((64, ), float(epoch))},
+                'meta': {'epoch': epoch}}, str(path))
+
+
+def test_resume_auto_skips_truncated_and_missing_checkpoints(tmp_path):
+    work = tmp_path / 'work'
+    work.mkdir()
+    assert find_resumable_checkpoint(str(work)) is None
+    for e in (1, 2, 3):
+        _save(work / f'epoch_{e}.pth', e)
+        time.sleep(0.01)
+    assert is_complete_checkpoint(str(work / 'epoch_3.pth'))
+    last = work / 'last_checkpoint'
+
+    # Normal case: last_checkpoint names a complete file.
+    last.write_text(str(work / 'epoch_3.pth'))
+    assert find_resumable_checkpoint(str(work)) == str(work / 'epoch_3.pth')
+    # Work dir moved: the recorded path is stale, the same name inside the
+    # work dir is used.
+    last.write_text('/elsewhere/old_work/epoch_3.pth')
+    assert find_resumable_checkpoint(str(work)) == str(work / 'epoch_3.pth')
+
+    # A checkpoint cut short (written without the atomic backend, or lost
+    # page cache after a node crash) is skipped for the previous one.
+    data = (work / 'epoch_3.pth').read_bytes()
+    (work / 'epoch_3.pth').write_bytes(data[:len(data) // 2])
+    assert not is_complete_checkpoint(str(work / 'epoch_3.pth'))
+    last.write_text(str(work / 'epoch_3.pth'))
+    assert find_resumable_checkpoint(str(work)) == str(work / 'epoch_2.pth')
+    # Zero-filled tail (file size allocated, data never written).
+    (work / 'epoch_3.pth').write_bytes(data[:100] + bytes(len(data) - 100))
+    assert find_resumable_checkpoint(str(work)) == str(work / 'epoch_2.pth')
+    # last_checkpoint emptied or cut by a kill during its own write.
+    last.write_text('')
+    assert find_resumable_checkpoint(str(work)) == str(work / 'epoch_2.pth')
+    last.write_text(str(work / 'epo'))
+    assert find_resumable_checkpoint(str(work)) == str(work / 'epoch_2.pth')
+    # Points at a deleted file (max_keep_ckpts=1 removes the old one first).
+    last.write_text(str(work / 'epoch_9.pth'))
+    assert find_resumable_checkpoint(str(work)) == str(work / 'epoch_2.pth')
+    # The picked file really loads.
+    assert load_file(find_resumable_checkpoint(str(work)))['meta'] == {
+        'epoch': 2}
+
+
+def test_build_train_cfg_resume_auto(tmp_path):
+    cfg_file = tmp_path / 'c.py'
+    cfg_file.write_text(
+        "optim_wrapper = dict(optimizer=dict(type='SGD', lr=1))\n"
+        "load_from = 'pretrained.pth'\n")
+    work = tmp_path / 'work'
+    # Nothing to resume: plain start from the config's load_from.
+    cfg = build_train_cfg(str(cfg_file), work_dir=str(work), resume='auto')
+    assert cfg.resume is False and cfg.load_from == 'pretrained.pth'
+    work.mkdir()
+    _save(work / 'epoch_1.pth', 1)
+    _save(work / 'epoch_2.pth', 2)
+    (work / 'epoch_2.pth').write_bytes(b'PK\x03\x04truncated')
+    (work / 'last_checkpoint').write_text(str(work / 'epoch_2.pth'))
+    cfg = build_train_cfg(str(cfg_file), work_dir=str(work), resume='auto')
+    assert cfg.resume is True
+    assert cfg.load_from == str(work / 'epoch_1.pth')
+    # Only broken checkpoints: start over instead of failing to load.
+    (work / 'epoch_1.pth').write_bytes(b'')
+    cfg = build_train_cfg(str(cfg_file), work_dir=str(work), resume='auto')
+    assert cfg.resume is False and cfg.load_from == 'pretrained.pth'
+
+
+def test_zipfile_check_reads_only_the_directory(tmp_path):
+    """is_complete_checkpoint trusts the zip directory: a torch.save file
+    has one, with a data.pkl record."""
+    p = tmp_path / 'x.pth'
+    torch.save({'a': torch.zeros(3)}, str(p))
+    with zipfile.ZipFile(p) as zf:
+        assert any(n.endswith('/data.pkl') for n in zf.namelist())
+    other = tmp_path / 'y.zip'
+    with zipfile.ZipFile(other, 'w') as zf:
+        zf.writestr('readme.txt', 'not a checkpoint')
+    assert is_complete_checkpoint(str(p))
+    assert not is_complete_checkpoint(str(other))
+    assert not is_complete_checkpoint(str(tmp_path / 'missing.pth'))
+
+
+def test_reseed_hook_draws_depend_only_on_seed_and_position():
+    import random
+
+    import numpy as np
+
+    from sapiens_mm.engine import ReseedHook
+
+    def draws(hook, kind, index):
+        hook.reseed(kind, index)
+        return (random.random(), float(np.random.rand()),
+                float(torch.rand(())))
+
+    from types import SimpleNamespace
+
+    from mmengine.config import Config
+    runner = SimpleNamespace(seed=3, cfg=Config())
+    a, b = ReseedHook(), ReseedHook()
+    a.before_train(runner)  # base seed: the Runner's
+    b.before_train(runner)
+    first = draws(a, 2, 10)
+    draws(a, 2, 11)  # whatever happened in between ...
+    torch.rand(100)
+    assert draws(a, 2, 10) == first == draws(b, 2, 10)  # ... same numbers
+    assert draws(a, 2, 11) != first  # next iteration: new numbers
+    assert draws(a, 1, 10) != first  # epoch 10 != iteration 10
+    b._rank = 1  # randomness.diff_rank_seed=True
+    assert draws(b, 2, 10) != first
+    c = ReseedHook(seed=4)  # explicit seed wins over the Runner's
+    c.before_train(runner)
+    assert draws(c, 2, 10) != first

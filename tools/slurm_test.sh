@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Testing on a SLURM cluster with srun (one task per GPU, --launcher slurm).
+#
+#   bash tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT [tools/test.py options]
+#
+# Environment: GPUS (8, total tasks), GPUS_PER_NODE (8), CPUS_PER_TASK (5),
+# SRUN_ARGS (extra srun options), PYTHON (python). Set MASTER_PORT to move
+# off the default port 29500.
+set -euo pipefail
+if [ $# -lt 4 ]; then
+    echo "usage: $0 PARTITION JOB_NAME CONFIG CHECKPOINT [test.py options]" >&2
+    exit 2
+fi
+PARTITION=$1
+JOB_NAME=$2
+CONFIG=$3
+CHECKPOINT=$4
+shift 4
+GPUS=${GPUS:-8}
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+CPUS_PER_TASK=${CPUS_PER_TASK:-5}
+SRUN_ARGS=${SRUN_ARGS:-""}
+PYTHON=${PYTHON:-python}
+TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# shellcheck disable=SC2086
+export PYTHONPATH="${TOOLS_DIR}/..${PYTHONPATH:+:${PYTHONPATH}}"
+exec srun -p "${PARTITION}" \
+    --job-name="${JOB_NAME}" \
+    --gres=gpu:"${GPUS_PER_NODE}" \
+    --ntasks="${GPUS}" \
+    --ntasks-per-node="${GPUS_PER_NODE}" \
+    --cpus-per-task="${CPUS_PER_TASK}" \
+    --kill-on-bad-exit=1 \
+    ${SRUN_ARGS} \
+    "${PYTHON}" -u "${TOOLS_DIR}/test.py" "${CONFIG}" "${CHECKPOINT}" \
+    --launcher=slurm "$@"
