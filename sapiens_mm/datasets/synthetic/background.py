@@ -104,14 +104,6 @@ def _mix(c0, c1, t) -> np.ndarray:
     return out
 
 
-def _fill(colour, shape) -> np.ndarray:
-    """Planar image (3, h, w) of one colour."""
-    out = np.empty((3,) + tuple(shape), F32)
-    for c in range(3):
-        out[c] = colour[c]
-    return out
-
-
 def _rays_world(K: np.ndarray, R_wc: np.ndarray, height: int, width: int):
     """World-frame ray directions (x, y down, z) of every pixel centre."""
     u = ((np.arange(width) - K[0, 2]) / K[0, 0]).astype(F32)[None, :]

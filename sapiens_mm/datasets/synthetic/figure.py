@@ -67,13 +67,6 @@ def rx_batch(a: np.ndarray) -> np.ndarray:
     return R
 
 
-def _unit(v: Sequence[float]) -> np.ndarray:
-    """Normalise a 3-vector."""
-    x, y, z = (float(c) for c in v)
-    n = math.sqrt(x * x + y * y + z * z)
-    return np.array((x / n, y / n, z / n))
-
-
 # --------------------------------------------------------------------------
 # pose space
 
@@ -153,6 +146,40 @@ def _limits(name: str) -> Tuple[float, float]:
     return JOINT_LIMITS[key]
 
 
+_KEY_INDEX = {k: i for i, k in enumerate(_POSE_KEYS)}
+_LO = np.array([_limits(k)[0] for k in _POSE_KEYS], float)
+_HI = np.array([_limits(k)[1] for k in _POSE_KEYS], float)
+_SD = np.array([0.15 if k.endswith(('grip', 'thumb')) else
+                14.0 if k.startswith('neck') else 9.0 for k in _POSE_KEYS])
+_BASE_VECS = {n: np.array([p.get(k, 0.0) for k in _POSE_KEYS])
+              for n, p in BASE_POSES.items()}
+_MIRROR = np.array([_KEY_INDEX['r_' + k[2:]] if k.startswith('l_') else
+                    _KEY_INDEX['l_' + k[2:]] if k.startswith('r_') else i
+                    for i, k in enumerate(_POSE_KEYS)])
+_MIRROR_SIGN = np.array([-1.0 if k in _ODD else 1.0 for k in _POSE_KEYS])
+_HIP_FLEX = [_KEY_INDEX['l_hip_flex'], _KEY_INDEX['r_hip_flex']]
+#: degrees -> radians for angles, 1 for the unitless grip / thumb
+_TO_RAD = np.where([k.endswith(('grip', 'thumb')) for k in _POSE_KEYS], 1.0,
+                   np.pi / 180)
+
+
+def _sample_pose_vec(rng: FastRandom) -> np.ndarray:
+    """Joint angles in :data:`_POSE_KEYS` order (see :func:`sample_pose`)."""
+    names = list(_BASE_WEIGHTS)
+    base_name = names[rng.choice(len(names), p=_BASE_CUM)]
+    n = len(_POSE_KEYS)
+    if base_name == 'random':
+        v = (_LO + _HI) / 2 + (_HI - _LO) / 2 * 0.7 * (
+            2 * rng.random(size=n) - 1)
+        v[_HIP_FLEX] = 0.0  # keep a stance
+    else:
+        v = _BASE_VECS[base_name] + _SD * rng.standard_normal(size=n)
+    v[_KEY_INDEX['neck_yaw']] += 20.0 * rng.standard_normal()
+    if rng.random() < 0.5:  # mirror left <-> right
+        v = v[_MIRROR] * _MIRROR_SIGN
+    return np.clip(v, _LO, _HI)
+
+
 def sample_pose(rng: Union[np.random.Generator, FastRandom]
                 ) -> Dict[str, float]:
     """Sample joint angles (degrees; ``grip``/``thumb`` in [0, 1]).
@@ -169,38 +196,7 @@ def sample_pose(rng: Union[np.random.Generator, FastRandom]
     """
     if not isinstance(rng, FastRandom):
         rng = FastRandom(rng)
-    names = list(_BASE_WEIGHTS)
-    base_name = names[rng.choice(len(names), p=_BASE_CUM)]
-    keys = _POSE_KEYS
-    pose: Dict[str, float] = {}
-    if base_name == 'random':
-        for k in keys:
-            lo, hi = _limits(k)
-            mid, half = (lo + hi) / 2, (hi - lo) / 2
-            pose[k] = mid + half * 0.7 * (2 * rng.random() - 1)
-        pose['l_hip_flex'] = pose['r_hip_flex'] = 0.0  # keep a stance
-    else:
-        base = BASE_POSES[base_name]
-        noise = rng.standard_normal(size=len(keys))
-        for k, e in zip(keys, noise):
-            sd = 0.15 if k.endswith(('grip', 'thumb')) else \
-                (14.0 if k.startswith('neck') else 9.0)
-            pose[k] = base.get(k, 0.0) + sd * float(e)
-    pose['neck_yaw'] += 20.0 * float(rng.standard_normal())
-    if rng.random() < 0.5:  # mirror left <-> right
-        mirrored = {}
-        for k, v in pose.items():
-            if k.startswith('l_'):
-                mirrored['r_' + k[2:]] = v
-            elif k.startswith('r_'):
-                mirrored['l_' + k[2:]] = v
-            else:
-                mirrored[k] = -v if k in _ODD else v
-        pose = mirrored
-    for k in keys:
-        lo, hi = _limits(k)
-        pose[k] = min(max(float(pose[k]), lo), hi)
-    return pose
+    return dict(zip(_POSE_KEYS, _sample_pose_vec(rng).tolist()))
 
 
 # --------------------------------------------------------------------------
@@ -372,7 +368,6 @@ class Figure:
         materials: E + C materials (ellipsoids first).
         appearances: Appearances referenced by the materials.
         outfit: The person's outfit (face features use it).
-        head_index: Index of the head ellipsoid.
         kp_names: Names of the modelled keypoints.
         kp_pos: (K, 3) keypoint positions.
         kp_owner: (K, E + C) bool, primitives a keypoint belongs to.
@@ -392,7 +387,6 @@ class Figure:
     materials: List[Material]
     appearances: List[Appearance]
     outfit: Outfit
-    head_index: int
     kp_names: List[str]
     kp_pos: np.ndarray
     kp_owner: np.ndarray
@@ -408,7 +402,7 @@ class Figure:
             cone_pb=self.cone_pb @ R.T + t, cone_ra=self.cone_ra,
             cone_rb=self.cone_rb, materials=self.materials,
             appearances=self.appearances, outfit=self.outfit,
-            head_index=self.head_index, kp_names=self.kp_names,
+            kp_names=self.kp_names,
             kp_pos=self.kp_pos @ R.T + t, kp_owner=self.kp_owner,
             kp_tol=self.kp_tol, kp_normal=self.kp_normal @ R.T)
 
@@ -427,37 +421,46 @@ class Figure:
                          (self.cone_pb[:, 1] + self.cone_rb).max()))
 
 
-_OWNER_CACHE: Dict[tuple, Tuple[np.ndarray, int]] = {}
+class _SurfaceGroup:
+    """Keypoints at fixed local directions of one ellipsoid."""
+
+    def __init__(self, names: List[str], U: Sequence, owners: List[tuple]):
+        self.names = list(names)
+        U = np.array(U, float)
+        self.U = U / np.sqrt((U * U).sum(1))[:, None]
+        self.owners = [tuple(o) for o in owners]
+
+
+_OWNER_CACHE: Dict[tuple, np.ndarray] = {}
 
 
 def _owner_matrix(prim_names: Tuple[str, ...], kp_names: Tuple[str, ...],
                   owners: List[Tuple[str, ...]]):
     """(keypoint x primitive) ownership matrix, cached per figure layout."""
     key = (prim_names, kp_names)
-    hit = _OWNER_CACHE.get(key)
-    if hit is None:
+    owner = _OWNER_CACHE.get(key)
+    if owner is None:
         index = {n: i for i, n in enumerate(prim_names)}
         owner = np.zeros((len(kp_names), len(prim_names)), bool)
         for k, own in enumerate(owners):
             owner[k, [index[o] for o in own]] = True
         owner.setflags(write=False)
-        hit = _OWNER_CACHE[key] = (owner, index['head'])
-    return hit
+        _OWNER_CACHE[key] = owner
+    return owner
 
 
 class _Builder:
     """Accumulates primitives and keypoints while the skeleton is posed.
 
     Keypoints are stored in blocks ``(names, pos (n, 3), owners, tol (n,),
-    normal (n, 3))``; surface keypoints on ellipsoids are deferred and
-    placed per ellipsoid in one batch when the figure is built.
+    normal (n, 3))``; surface keypoints on ellipsoids come in precomputed
+    groups (:class:`_SurfaceGroup`) placed with one matrix product.
     """
 
     def __init__(self):
         self.ells: List[tuple] = []
         self.cones: List[tuple] = []
         self.kp_blocks: List[tuple] = []
-        self._surface: Dict[str, list] = {}
         self._ell_index: Dict[str, int] = {}
 
     def ellipsoid(self, name, c, R, r, mat: Material):
@@ -480,30 +483,20 @@ class _Builder:
         self.kp_blocks.append((names, pos, owners, tol, np.zeros_like(pos)
                                if normal is None else normal))
 
-    def surface_kp(self, name: str, ell: str, u, owners: Sequence[str],
-                   tol: float):
-        """Add a keypoint on ellipsoid ``ell`` at local direction ``u``."""
-        self._surface.setdefault(ell, []).append((name, u, tuple(owners),
-                                                  tol))
-
-    def _place_surface_kps(self):
-        for ell, items in self._surface.items():
-            _, c, R, r, _ = self.ells[self._ell_index[ell]]
-            U = np.array([it[1] for it in items], float)
-            U /= np.sqrt((U * U).sum(1))[:, None]
-            n = (U / r) @ R.T
-            n /= np.sqrt((n * n).sum(1))[:, None]
-            self.kps([it[0] for it in items], c + (U * r) @ R.T,
-                     [it[2] for it in items], [it[3] for it in items], n)
-        self._surface = {}
+    def surface_group(self, ell: str, group: '_SurfaceGroup', tol: float):
+        """Add a precomputed group of keypoints on ellipsoid ``ell``."""
+        _, c, R, r, _ = self.ells[self._ell_index[ell]]
+        n = (group.U / r) @ R.T
+        n /= np.sqrt((n * n).sum(1))[:, None]
+        self.kps(group.names, c + (group.U * r) @ R.T, group.owners,
+                 [tol] * len(group.names), n)
 
     def build(self, appearances, outfit) -> Figure:
-        self._place_surface_kps()
         blocks = self.kp_blocks
         kp_names = tuple(n for blk in blocks for n in blk[0])
         names = tuple([e[0] for e in self.ells] + [c[0] for c in self.cones])
-        owner, head = _owner_matrix(names, kp_names,
-                                    [o for blk in blocks for o in blk[2]])
+        owner = _owner_matrix(names, kp_names,
+                              [o for blk in blocks for o in blk[2]])
         pa = np.array([c[1] for c in self.cones])
         pb = np.array([c[2] for c in self.cones])
         ra = np.array([c[3] for c in self.cones], float)
@@ -520,7 +513,6 @@ class _Builder:
             cone_pa=pa, cone_pb=pb, cone_ra=ra, cone_rb=rb,
             materials=[e[4] for e in self.ells] + [c[5] for c in self.cones],
             appearances=appearances, outfit=outfit,
-            head_index=head,
             kp_names=list(kp_names),
             kp_pos=np.concatenate([blk[1] for blk in blocks]),
             kp_owner=owner,
@@ -572,6 +564,45 @@ def _face_u(x: float, y: float) -> Tuple[float, float, float]:
     return (x, y, float(np.sqrt(max(1 - x * x - y * y, 0.0))))
 
 
+def _head_groups():
+    face = ('head', 'nose')
+    names, U, owners = [], [], []
+
+    def add(name, u, own=face):
+        names.append(name)
+        U.append(u)
+        owners.append(own)
+
+    ex, ey = EYE_UV
+    for side, sg, q in (('left', 1.0, 'l'), ('right', -1.0, 'r')):
+        for nm in (f'{side}_eye', f'{q}_center_of_iris',
+                   f'{q}_center_of_pupil'):
+            add(nm, _face_u(sg * ex, ey))
+        add(f'{side}_ear', (sg * 0.97, 0.0, -0.22), ('head',))
+        add(f'end_of_{q}_eyebrow',
+            _face_u(sg * (BROW_UV[0] + BROW_AXES[0]), BROW_UV[1]))
+        add(f'{q}_outer_corner_of_mouth',
+            _face_u(sg * MOUTH_AXES[0], MOUTH_UV[1]))
+    for nm, uy in (('center_of_glabella', BROW_UV[1]),
+                   ('center_of_nose_root', 0.12),
+                   ('center_of_cupid_bow', MOUTH_UV[1] + 0.8 * MOUTH_AXES[1]),
+                   ('center_of_lower_outer_lip', MOUTH_UV[1] - MOUTH_AXES[1]),
+                   ('center_of_labiomental_groove', -0.66),
+                   ('tip_of_chin', -0.86)):
+        add(nm, _face_u(0, uy))
+    return _SurfaceGroup(names, U, owners)
+
+
+_HEAD_KPS = _head_groups()
+_NOSE_KPS = _SurfaceGroup(['nose', 'tip_of_nose'], [(0, -0.25, 0.97)] * 2,
+                          [('head', 'nose')] * 2)
+_FOOT_KPS = {side: _SurfaceGroup(
+    [f'{side}_big_toe', f'{side}_small_toe', f'{side}_heel'],
+    [(-sg * 0.3, -0.2, 0.93), (sg * 0.55, -0.25, 0.8), (0, -0.35, -0.94)],
+    [(side[0] + '_foot',)] * 3) for side, sg in (('left', 1.0),
+                                                 ('right', -1.0))}
+
+
 def build_figure(rng: Union[np.random.Generator, FastRandom],
                  pose: Optional[Dict[str, float]] = None,
                  outfit: Optional[Outfit] = None) -> Figure:
@@ -590,13 +621,12 @@ def build_figure(rng: Union[np.random.Generator, FastRandom],
     """
     if not isinstance(rng, FastRandom):
         rng = FastRandom(rng)
-    if pose is None:
-        pose = sample_pose(rng)
+    vec = _sample_pose_vec(rng) if pose is None else \
+        np.array([pose[k] for k in _POSE_KEYS], float)
     if outfit is None:
         outfit = sample_outfit(rng)
     d2r = np.pi / 180
-    P = {k: v * d2r if not k.endswith(('grip', 'thumb')) else v
-         for k, v in pose.items()}
+    P = dict(zip(_POSE_KEYS, (vec * _TO_RAD).tolist()))
     # ---------------- proportions ------------------------------------------
     height = rng.uniform(1.5, 1.95) if rng.random() > 0.08 else \
         rng.uniform(1.2, 1.5)
@@ -782,36 +812,11 @@ def build_figure(rng: Union[np.random.Generator, FastRandom],
              1.5 * r_shin + 0.02)
         b.kp(f'{side}_ankle', An, [p + 'shin', p + 'foot'],
              1.5 * r_shin + 0.02)
-        foot = [p + 'foot']
-        b.surface_kp(f'{side}_big_toe', p + 'foot', (-sg * 0.3, -0.2, 0.93),
-                     foot, 0.025)
-        b.surface_kp(f'{side}_small_toe', p + 'foot',
-                     (sg * 0.55, -0.25, 0.8), foot, 0.025)
-        b.surface_kp(f'{side}_heel', p + 'foot', (0, -0.35, -0.94), foot,
-                     0.025)
+        b.surface_group(p + 'foot', _FOOT_KPS[side], 0.025)
     # ---------------- head keypoints -----------------------------------------
-    face = ['head', 'nose']
     tol = 0.02 * sh
-    b.surface_kp('nose', 'nose', (0, -0.25, 0.97), face, tol)
-    b.surface_kp('tip_of_nose', 'nose', (0, -0.25, 0.97), face, tol)
-    ex, ey = EYE_UV
-    for side, sg, q in (('left', 1.0, 'l'), ('right', -1.0, 'r')):
-        for nm in (f'{side}_eye', f'{q}_center_of_iris',
-                   f'{q}_center_of_pupil'):
-            b.surface_kp(nm, 'head', _face_u(sg * ex, ey), face, tol)
-        b.surface_kp(f'{side}_ear', 'head', (sg * 0.97, 0.0, -0.22),
-                     ['head'], tol)
-        b.surface_kp(f'end_of_{q}_eyebrow', 'head', _face_u(
-            sg * (BROW_UV[0] + BROW_AXES[0]), BROW_UV[1]), face, tol)
-        b.surface_kp(f'{q}_outer_corner_of_mouth', 'head', _face_u(
-            sg * MOUTH_AXES[0], MOUTH_UV[1]), face, tol)
-    for nm, uy in (('center_of_glabella', BROW_UV[1]),
-                   ('center_of_nose_root', 0.12),
-                   ('center_of_cupid_bow', MOUTH_UV[1] + 0.8 * MOUTH_AXES[1]),
-                   ('center_of_lower_outer_lip', MOUTH_UV[1] - MOUTH_AXES[1]),
-                   ('center_of_labiomental_groove', -0.66),
-                   ('tip_of_chin', -0.86)):
-        b.surface_kp(nm, 'head', _face_u(0, uy), face, tol)
+    b.surface_group('nose', _NOSE_KPS, tol)
+    b.surface_group('head', _HEAD_KPS, tol)
     b.kp('neck', neck_base, ['neck', 'chest', 'l_shoulder', 'r_shoulder'],
          1.5 * r_neck + 0.02)
     fig = b.build(apps, outfit)

@@ -40,7 +40,7 @@ class RayHits:
             background.
         normal: (H, W, 3) float32 unit camera-frame normal (facing the
             camera, so ``n . d < 0``), 0 on background.
-        fg: (N,) flat indices of the foreground pixels.
+        fg: (N,) flat indices of the foreground pixels (not sorted).
         fg_prim: (N,) primitive of each foreground pixel.
         fg_normal: (3, N) float32 normals of the foreground pixels
             (component-major).
@@ -322,7 +322,9 @@ def _cone_attrs(prim, a, b, z, case, pa, pb, ra, rb):
     return n, tex
 
 
-CHUNK = 8192  #: target number of (primitive, pixel) elements per chunk
+#: target number of (primitive, pixel) elements per chunk: float64
+#: temporaries of 16000 elements stay under glibc's 128 KiB mmap threshold
+CHUNK = 16000
 
 
 def _chunks(n: np.ndarray):
@@ -417,23 +419,28 @@ def raycast(ell_center: np.ndarray, ell_R: np.ndarray, ell_radii: np.ndarray,
     sel = elem_buf[fg]
     prim_sel = prim_s[span_of[sel]]
     # --- attributes of the visible surfaces only --------------------------
+    # foreground arrays are ordered ellipsoid pixels first, then cone pixels
     is_e = prim_sel < E
     se, sc = np.nonzero(is_e)[0], np.nonzero(~is_e)[0]
+    fg = np.concatenate([fg[se], fg[sc]])
+    sel = np.concatenate([sel[se], sel[sc]])
+    prim_sel = np.concatenate([prim_sel[se], prim_sel[sc]])
+    ne_ = len(se)
+    e, c = sel[:ne_], sel[ne_:]
     b_sel = b_s[span_of[sel]]
-    nrm = np.empty((3, len(sel)))
-    tex = np.empty((3, len(sel)))
-    if len(se):
-        e = sel[se]
-        ne_, te_ = _ellipsoid_attrs(prim_sel[se], a[e], b_sel[se], t[e],
+    parts_n, parts_t = [], []
+    if len(e):
+        n_e, u_e = _ellipsoid_attrs(prim_sel[:ne_], a[e], b_sel[:ne_], t[e],
                                     ell_center, M)
-        for i in range(3):
-            nrm[i][se], tex[i][se] = ne_[i], te_[i]
-    if len(sc):
-        c = sel[sc]
-        nc_, tc_ = _cone_attrs(prim_sel[sc] - E, a[c], b_sel[sc], t[c],
+        parts_n.append(n_e)
+        parts_t.append(u_e)
+    if len(c):
+        n_c, s_c = _cone_attrs(prim_sel[ne_:] - E, a[c], b_sel[ne_:], t[c],
                                case[c], cone_pa, cone_pb, cone_ra, cone_rb)
-        for i in range(3):
-            nrm[i][sc], tex[i][sc] = nc_[i], tc_[i]
+        parts_n.append(n_c)
+        parts_t.append(s_c)
+    nrm = np.concatenate(parts_n, 1) if parts_n else np.zeros((3, 0))
+    tex = np.concatenate(parts_t, 1) if parts_t else np.zeros((3, 0))
     nrm *= 1 / np.sqrt(nrm[0] * nrm[0] + nrm[1] * nrm[1] + nrm[2] * nrm[2])
     nrm = nrm.astype(np.float32)
     prim_buf = np.full(height * width, -1, np.int32)

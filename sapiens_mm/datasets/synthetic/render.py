@@ -22,7 +22,6 @@ from functools import lru_cache
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-from PIL import Image
 
 from .background import half_res_camera, room_or_outdoor, texture
 from .figure import (BROW_AXES, BROW_UV, EYE_AXES, EYE_UV, IRIS_R,
@@ -118,30 +117,33 @@ def _scene_tables(figs: Sequence[Figure]):
         prim_local += list(range(E[i], E[i] + Cn[i]))
         mats += [(i, m) for m in f.materials[E[i]:]]
     # appearance table
-    app_off = np.cumsum([0] + [len(f.appearances) for f in figs])
+    app_off = np.cumsum([0] + [len(f.appearances) for f in figs]).tolist()
     apps = [a for f in figs for a in f.appearances]
-    P = len(mats)
-    base = np.zeros((P, 2), int)
-    band = np.zeros((P, 2, 4))
-    band[:, :, 0] = 9.0  # empty bands: lo > any coordinate
-    band[:, :, 1] = -9.0
-    is_head = np.zeros(P, bool)
-    for p, (i, m) in enumerate(mats):
-        base[p] = (m.base[0], m.base[1] + app_off[i])
-        for k, (lo, hi, c, a) in enumerate(m.bands[:2]):
-            band[p, k] = (lo, hi, c, a + app_off[i])
-        is_head[p] = m.head
+    # materials -> flat per-primitive columns (empty bands never match)
+    no_band = (9.0, -9.0, 0, 0)
+    base_cls, base_app, bands = [], [], ([], [])
+    for i, m in mats:
+        base_cls.append(m.base[0])
+        base_app.append(m.base[1] + app_off[i])
+        for k in range(2):
+            if k < len(m.bands):
+                lo, hi, c, ap = m.bands[k]
+                bands[k].append((lo, hi, c, ap + app_off[i]))
+            else:
+                bands[k].append(no_band)
+    band = [np.array(bk, np.float64).reshape(-1, 4) for bk in bands]
+    is_head = np.array([m.head for _, m in mats], bool)
     cone_len = np.concatenate([np.sqrt(((f.cone_pb - f.cone_pa) ** 2).sum(1))
                                for f in figs])
     length = np.r_[np.concatenate([f.ell_radii[:, 1] for f in figs]),
                    cone_len]
     tables = dict(
         person=np.array(prim_person, int), local=np.array(prim_local, int),
-        base_cls=base[:, 0].copy(), base_app=base[:, 1].copy(),
-        band_lo=[band[:, k, 0].astype(np.float32) for k in range(2)],
-        band_hi=[band[:, k, 1].astype(np.float32) for k in range(2)],
-        band_cls=[band[:, k, 2].astype(int) for k in range(2)],
-        band_app=[band[:, k, 3].astype(int) for k in range(2)],
+        base_cls=np.array(base_cls, int), base_app=np.array(base_app, int),
+        band_lo=[band[k][:, 0].astype(np.float32) for k in range(2)],
+        band_hi=[band[k][:, 1].astype(np.float32) for k in range(2)],
+        band_cls=[band[k][:, 2].astype(int) for k in range(2)],
+        band_app=[band[k][:, 3].astype(int) for k in range(2)],
         length=length.astype(np.float32), is_head=is_head,
         axis=np.r_[np.ones(E_tot, int), np.zeros(sum(Cn), int)],
         rgbT=np.array([a.rgb for a in apps], np.float32).T.copy(),
@@ -295,6 +297,34 @@ def _sensor_noise(rng: np.random.Generator, height: int,
     return _noise_table()[y0:y0 + height, x0:x0 + width]
 
 
+def _upsample2(img: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Bilinear 2x upsampling of an int16 (h, w, 3) image to (H, W, 3).
+
+    Pixel-centre aligned (low-resolution pixel ``j`` covers pixels ``2j``
+    and ``2j + 1``, weights 3/4 and 1/4, edges clamped) in integer
+    arithmetic; within one grey level of PIL's bilinear resize.
+    """
+    def twice(x, axis):
+        lo = np.concatenate([np.take(x, [0], axis), x], axis)
+        hi = np.concatenate([x, np.take(x, [-1], axis)], axis)
+        n = x.shape[axis]
+        x3 = x * 3 + 2
+        shape = list(x.shape)
+        shape[axis] = 2 * n
+        out = np.empty(shape, x.dtype)
+        even = [slice(None)] * x.ndim
+        odd = [slice(None)] * x.ndim
+        even[axis], odd[axis] = slice(0, None, 2), slice(1, None, 2)
+        prev = [slice(None)] * x.ndim
+        nxt = [slice(None)] * x.ndim
+        prev[axis], nxt[axis] = slice(0, n), slice(1, n + 1)
+        out[tuple(even)] = (x3 + lo[tuple(prev)]) >> 2
+        out[tuple(odd)] = (x3 + hi[tuple(nxt)]) >> 2
+        return out
+
+    return twice(twice(img, 0)[:height], 1)[:, :width]
+
+
 def _blur121(img: np.ndarray, w: float) -> np.ndarray:
     """Separable ``[w, 1 - 2w, w]`` blur of an int16 image (edges clamped).
 
@@ -415,15 +445,14 @@ def render_sample(rng_or_seed: SeedLike, size: Tuple[int, int] = (256, 192),
         wall = max(p[1] for p in floor_xz) + rng.uniform(1.0, 6.0)
         bg = room_or_outdoor(rng, half_res_camera(K), R_wc, cam_h, wall,
                              floor_xz, h2, w2, outdoor=(kind == 'outdoor'))
-    # compositing in uint8 with PIL's C routines (bilinear 2x upsampling of
-    # the background, optional Gaussian blur), then sensor noise and gamma
+    # compositing in int16: display gamma (LUT), bilinear 2x upsampling of
+    # the background, the people, optional optical blur, sensor noise
     gain = (0.55 + 0.4 * rng.random()) * l_rgb
     gamma = rng.uniform(0.85, 1.15)
-    lut = (np.linspace(0, 1, 256) ** gamma * 255 + 0.5).astype(np.uint8)
-    bg8 = Image.merge('RGB', [Image.fromarray(_quantise(bg[c] * np.float32(
-        gain[c]))) for c in range(3)]).point(lut.tolist() * 3)
-    img = np.asarray(bg8.resize((width, height), Image.BILINEAR)).astype(
-        np.int16)
+    lut = (np.linspace(0, 1, 256) ** gamma * 255 + 0.5).astype(np.int16)
+    small = np.stack([lut[_quantise(bg[c] * np.float32(gain[c])).astype(
+        np.intp)] for c in range(3)], -1)
+    img = _upsample2(small, height, width)
     flat = img.reshape(-1, 3)
     for c in range(3):
         flat[:, c][fg] = lut[_quantise(col[c]).astype(np.intp)]

@@ -9,6 +9,22 @@ Layout (``<split>`` is ``train`` and ``val``, stems are ``000000``, ...)::
     <out>/<split>/annotations/goliath_308.json   COCO keypoints, 308 points
     <out>/<split>/annotations/coco_17.json       COCO keypoints, 17 points
 
+COCO JSON (both files share images, ids, boxes and areas):
+
+* ``images``: ``{id: i + 1, file_name: "<stem>.png" (relative to images/),
+  height, width, cam_K: 3x3 intrinsics}``;
+* ``annotations``: one per person with at least one visible pixel:
+  ``{id, image_id, category_id: 1, bbox: [x, y, w, h]`` (tight box of the
+  person's visible pixels, pixel ``i`` spanning ``[i, i + 1)``), ``area``
+  (visible pixel count), ``iscrowd: 0``, ``num_keypoints`` (v > 0),
+  ``keypoints: [x, y, v] * K}`` with ``K = 308`` (Goliath order) or 17
+  (COCO order, mapped by name); pixel centres are at integer ``(x, y)``;
+  ``v = 2`` labelled and visible, ``v = 1`` labelled, inside the image but
+  occluded (by another part, person or the far side of the body),
+  ``v = 0`` with ``x = y = 0`` not modelled or outside the image;
+* ``categories``: ``[{id: 1, name: "person", keypoints: names,
+  skeleton: 1-based pairs}]``.
+
 Image ``i`` of a split is rendered from ``SeedSequence([seed, split, i])``
 (split 0 = train, 1 = val), so a dataset is reproducible file by file and
 does not depend on the number of workers.
