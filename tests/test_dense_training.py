@@ -63,7 +63,7 @@ def test_few_iterations_lower_the_loss(task, synthetic):
     names = (['decode.loss_silog'] if task == 'depth' else
              ['decode.loss_cos', 'decode.loss_l1'])
     history = {k: [] for k in names}
-    for _ in range(12):
+    for _ in range(20):
         log_vars = model.train_step(batch, optim)
         for k in names:
             history[k].append(float(log_vars[k]))
