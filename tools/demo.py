@@ -1,50 +1,71 @@
-"""The project's main job (``make demo``).
+"""The project's main job (``make demo``): synthetic people -> fine-tune the
+tiny Sapiens arch on pose, body parts, depth and normals -> evaluate before
+and after on held-out images -> run inference and write visualisations.
 
-Until the synthetic-data demo lands this is a smoke run: build the Sapiens
-backbone from a shipped config, run one real photograph through it and print
-what it produced.
+See sapiens_mm/apis/demo.py for what it does to the shipped configs.
 """
 import argparse
-import time
 from pathlib import Path
 
-import numpy as np
-import torch
-from mmengine.config import Config
-
-import sapiens_mm  # noqa: F401
-from mmpretrain.registry import MODELS
+import sapiens_mm  # noqa: F401  (registers everything)
+from sapiens_mm.apis.demo import DEMO_TASKS, DemoSettings, run_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument('--arch-config', default=str(
-        ROOT / 'configs/_base_/models/sapiens_tiny.py'),
-        help='size config to build the backbone from')
-    args = parser.parse_args(argv)
-    start = time.time()
-    size_cfg = Config.fromfile(args.arch_config)
-    backbone = MODELS.build(dict(type='SapiensVisionTransformer',
-                                 arch=size_cfg.sapiens_arch))
-    backbone.init_weights()
-    backbone.eval()
+def parse_args(argv=None):
+    d = DemoSettings()
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--out-dir', default=d.out_dir,
+                        help='everything is written below this folder (default: %(default)s)')
+    parser.add_argument('--smoke', action='store_true',
+                        help='shortened run for CI: 16 + 8 images, '
+                        '5 iterations per task (checks that every step '
+                        'works, not that the models learn)')
+    parser.add_argument('--num-train', type=int, default=d.num_train,
+                        help='synthetic training images (default: %(default)s)')
+    parser.add_argument('--num-val', type=int, default=d.num_val,
+                        help='held-out images (default: %(default)s)')
+    parser.add_argument('--size', type=int, nargs=2, default=d.image_size,
+                        metavar=('H', 'W'),
+                        help='image and model input size (multiples of 16) (default: %(default)s)')
+    parser.add_argument('--iters', type=int, default=None,
+                        help='training iterations for every task (default: '
+                        + ', '.join(f'{k} {v}' for k, v in d.iters.items())
+                        + ')')
+    parser.add_argument('--batch-size', type=int, default=None,
+                        help='training batch size for every task (default: '
+                        + ', '.join(f'{k} {v}' for k, v in d.batch_sizes.items())
+                        + ')')
+    parser.add_argument('--lr', type=float, default=d.lr,
+                        help='peak learning rate (default: %(default)s)')
+    parser.add_argument('--tasks', nargs='+', default=list(d.tasks),
+                        choices=list(DEMO_TASKS), help='tasks to train (default: %(default)s)')
+    parser.add_argument('--seed', type=int, default=d.seed,
+                        help='data and training seed (default: %(default)s)')
+    parser.add_argument('--workers', type=int, default=d.workers,
+                        help='worker processes that render the data (default: %(default)s)')
+    return parser.parse_args(argv)
 
-    from skimage import data
-    image = data.astronaut()  # 512x512 RGB photograph shipped by scikit-image
-    x = torch.from_numpy(image).permute(2, 0, 1)[None].float()
-    x = torch.nn.functional.interpolate(x, size=(1024, 768), mode='bilinear')
-    mean = torch.tensor([123.675, 116.28, 103.53]).view(1, 3, 1, 1)
-    std = torch.tensor([58.395, 57.12, 57.375]).view(1, 3, 1, 1)
-    with torch.no_grad():
-        feat = backbone((x - mean) / std)[0]
-    print(f'backbone {size_cfg.sapiens_arch}: '
-          f'{sum(p.numel() for p in backbone.parameters()) / 1e6:.2f} M params')
-    print(f'input {tuple(x.shape)} -> features {tuple(feat.shape)}, '
-          f'mean {feat.mean():.4f}, std {feat.std():.4f}, '
-          f'finite {bool(np.isfinite(feat.numpy()).all())}')
-    print(f'done in {time.time() - start:.1f} s')
+
+def main(argv=None):
+    args = parse_args(argv)
+    settings = DemoSettings(
+        out_dir=args.out_dir, num_train=args.num_train, num_val=args.num_val,
+        image_size=tuple(args.size), lr=args.lr,
+        tasks=tuple(args.tasks), seed=args.seed, workers=args.workers)
+    if args.iters is not None:
+        settings.iters = {t: args.iters for t in DEMO_TASKS}
+    if args.batch_size is not None:
+        settings.batch_sizes = {t: args.batch_size for t in DEMO_TASKS}
+    if args.smoke:
+        settings.num_train, settings.num_val = 16, 8
+        settings.iters = {t: 5 for t in DEMO_TASKS}
+        settings.batch_sizes = {t: 4 for t in DEMO_TASKS}
+        settings.num_infer = 2
+    run_demo(settings, str(ROOT / 'configs'))
 
 
 if __name__ == '__main__':
