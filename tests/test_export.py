@@ -20,9 +20,15 @@ from mmengine.config import Config
 
 from sapiens_mm.apis import SapiensInferencer
 from sapiens_mm.apis.infer_cli import main as infer_main
-from sapiens_mm.deploy import (ExportedModel, build_task_model, export_model,
-                               read_metadata, set_input_size)
-from sapiens_mm.deploy.cli import build_parser, main as export_main
+from sapiens_mm.deploy import (
+    ExportedModel,
+    build_task_model,
+    export_model,
+    read_metadata,
+    set_input_size,
+)
+from sapiens_mm.deploy.cli import build_parser
+from sapiens_mm.deploy.cli import main as export_main
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {
@@ -61,8 +67,10 @@ def assert_keypoints_close(got, ref):
 def eager(exported):
     """The eager inferencer on the exported models' configs and weights."""
     return SapiensInferencer(
-        models={t: (exported[t]['cfg'], exported[t]['ckpt']) for t in TASKS},
-        device='cpu', detector='none')
+        models={t: (exported[t]['cfg'], exported[t]['ckpt'])
+                for t in TASKS},
+        device='cpu',
+        detector='none')
 
 
 @pytest.fixture(scope='module')
@@ -144,16 +152,18 @@ def test_metadata(exported):
     assert pose['output_stride'] == 4 and pose['flip_test_in_graph']
     assert pose['num_keypoints'] == 308 == len(pose['keypoint_names'])
     assert pose['skeleton'] == 'goliath'
-    assert pose['codec'] == dict(type='UDPHeatmap', input_size=[48, 64],
-                                 heatmap_size=[12, 16], blur_kernel_size=11)
+    assert pose['codec'] == dict(type='UDPHeatmap',
+                                 input_size=[48, 64],
+                                 heatmap_size=[12, 16],
+                                 blur_kernel_size=11)
     assert pose['channel_order'] == 'BGR'
     assert pose['mean'] == [123.675, 116.28, 103.53]
     seg = read_metadata(exported['seg']['onnx'])
     assert seg['num_classes'] == 28 == len(seg['class_names'])
     assert seg['class_names'][0] == 'Background'
     assert seg['output_shape'] == ['batch', 28, 32, 24]
-    assert read_metadata(exported['depth']['onnx'])['output_shape'] == [
-        'batch', 1, 64, 48]
+    assert read_metadata(
+        exported['depth']['onnx'])['output_shape'] == ['batch', 1, 64, 48]
     assert read_metadata(exported['normal']['onnx'])['output_stride'] == 2
     for task in TASKS:  # embedded in the .pt2, and in its JSON sidecar
         meta = read_metadata(exported[task]['pt2'])
@@ -198,13 +208,17 @@ def test_standalone_runner_without_sapiens_mm(exported, eager, tmp_path, fmt):
     cv2.imwrite(str(tmp_path / 'img.png'), img)
     tasks = TASKS if fmt == 'onnx' else ('pose', 'seg')
     blocked = BLOCKED + (('torch', ) if fmt == 'onnx' else ())
-    script = _STANDALONE.format(
-        blocked=blocked, runner=str(ROOT / 'tools/deploy/run_exported.py'),
-        image=str(tmp_path / 'img.png'),
-        files=[exported[t][fmt] for t in tasks],
-        result=str(tmp_path / 'out.npz'))
-    proc = subprocess.run([sys.executable, '-c', script], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    script = _STANDALONE.format(blocked=blocked,
+                                runner=str(ROOT /
+                                           'tools/deploy/run_exported.py'),
+                                image=str(tmp_path / 'img.png'),
+                                files=[exported[t][fmt] for t in tasks],
+                                result=str(tmp_path / 'out.npz'))
+    proc = subprocess.run([sys.executable, '-c', script],
+                          cwd=tmp_path,
+                          capture_output=True,
+                          text=True,
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'imported: []' in proc.stdout
     got = np.load(tmp_path / 'out.npz')
@@ -220,15 +234,17 @@ def test_standalone_runner_without_sapiens_mm(exported, eager, tmp_path, fmt):
     assert (labels == pred['seg']).mean() > 0.999
     assert len(np.unique(labels)) > 3
     np.testing.assert_allclose(get('pose', 'keypoint_scores'),
-                               pred['pose']['keypoint_scores'], atol=1e-4)
-    assert_keypoints_close(get('pose', 'keypoints'),
-                           pred['pose']['keypoints'])
+                               pred['pose']['keypoint_scores'],
+                               atol=1e-4)
+    assert_keypoints_close(get('pose', 'keypoints'), pred['pose']['keypoints'])
     if fmt == 'onnx':
         fg = pred['seg'] > 0  # eager masks depth / normals off the person
         np.testing.assert_allclose(get('depth', 'depth')[fg],
-                                   pred['depth'][fg], atol=1e-4)
+                                   pred['depth'][fg],
+                                   atol=1e-4)
         np.testing.assert_allclose(get('normal', 'normal')[fg],
-                                   pred['normal'][fg], atol=1e-4)
+                                   pred['normal'][fg],
+                                   atol=1e-4)
 
 
 def test_runner_matches_mmpose():
@@ -240,8 +256,10 @@ def test_runner_matches_mmpose():
     from mmpose.codecs import UDPHeatmap
     from mmpose.datasets.transforms import GetBBoxCenterScale, TopdownAffine
     ns = runpy.run_path(str(ROOT / 'tools/deploy/run_exported.py'))
-    meta = dict(input_size=[64, 48], bbox_padding=1.25,
-                codec=dict(input_size=[48, 64], heatmap_size=[12, 16],
+    meta = dict(input_size=[64, 48],
+                bbox_padding=1.25,
+                codec=dict(input_size=[48, 64],
+                           heatmap_size=[12, 16],
                            blur_kernel_size=11))
     img = image(70, 50, 4)
     for box in ([4, 6, 44, 58], [10, 2, 20, 60], [-5, 10, 60, 30]):
@@ -249,8 +267,7 @@ def test_runner_matches_mmpose():
         results = dict(img=img.copy(), bbox=np.array([box], np.float32))
         results = GetBBoxCenterScale()(results)
         results = TopdownAffine(input_size=(48, 64), use_udp=True)(results)
-        np.testing.assert_array_equal(crop,
-                                      results['img'].transpose(2, 0, 1))
+        np.testing.assert_array_equal(crop, results['img'].transpose(2, 0, 1))
         np.testing.assert_allclose(center, results['input_center'])
         np.testing.assert_allclose(scale, results['input_scale'])
     codec = UDPHeatmap(input_size=(48, 64), heatmap_size=(12, 16), sigma=2)
@@ -266,20 +283,24 @@ def test_runner_matches_mmpose():
 
 def test_inferencer_runs_onnx_like_eager(exported, eager, tmp_path):
     img = image(70, 50, 2)
-    onnx_inf = SapiensInferencer(
-        models=[exported[t]['onnx'] for t in TASKS], device='cpu',
-        detector='none')
+    onnx_inf = SapiensInferencer(models=[exported[t]['onnx'] for t in TASKS],
+                                 device='cpu',
+                                 detector='none')
     assert onnx_inf.tasks == eager.tasks
     boxes = [[4, 6, 44, 58], [0, 0, 50, 70]]
     (a, ) = eager(img, bboxes=boxes, show_progress=False, batch_size=2)
-    (b, ) = onnx_inf(img, bboxes=boxes, out_dir=str(tmp_path / 'out'),
-                     show_progress=False, batch_size=2)
+    (b, ) = onnx_inf(img,
+                     bboxes=boxes,
+                     out_dir=str(tmp_path / 'out'),
+                     show_progress=False,
+                     batch_size=2)
     pa, pb = a['predictions'], b['predictions']
     assert (pa['seg'] == pb['seg']).mean() > 0.999
     for task in ('depth', 'normal'):
         np.testing.assert_allclose(pb[task], pa[task], atol=1e-4)
     np.testing.assert_allclose(pb['pose']['keypoint_scores'],
-                               pa['pose']['keypoint_scores'], atol=1e-4)
+                               pa['pose']['keypoint_scores'],
+                               atol=1e-4)
     assert_keypoints_close(pb['pose']['keypoints'], pa['pose']['keypoints'])
     assert (tmp_path / 'out/pose/array_0000.json').is_file()
     assert (tmp_path / 'out/seg/array_0000.png').is_file()
@@ -293,8 +314,8 @@ def test_cli_export_and_infer(exported, tmp_path):
     cv2.imwrite(str(tmp_path / 'p.png'), image(40, 30, 3))
     summary = infer_main([
         str(tmp_path / 'p.png'), '--checkpoints', exported['seg']['onnx'],
-        '--out-dir', str(tmp_path / 'out'), '--no-progress', '--device',
-        'cpu'
+        '--out-dir',
+        str(tmp_path / 'out'), '--no-progress', '--device', 'cpu'
     ])
     assert set(summary[0]['pred_files']) == {'seg'}
     labels = np.load(tmp_path / 'out/seg/p.npy')
@@ -308,23 +329,34 @@ def test_export_cli_arguments(monkeypatch):
     calls = []
     monkeypatch.setattr(export_mod, 'export_model',
                         lambda *a, **k: calls.append((a, k)) or {})
-    export_main(['--config', 'c.py', '--checkpoint', 'w.pth', '--format',
-                 'onnx', '--out-dir', 'o', '--input-size', '32', '48',
-                 '--opset', '17', '--name', 'n', '--max-batch', '8'])
+    export_main([
+        '--config', 'c.py', '--checkpoint', 'w.pth', '--format', 'onnx',
+        '--out-dir', 'o', '--input-size', '32', '48', '--opset', '17',
+        '--name', 'n', '--max-batch', '8'
+    ])
     export_main(['--config', 'c.py'])
     assert calls == [
         (('c.py', 'w.pth', 'o'),
-         dict(formats=('onnx', ), input_size=(32, 48), opset=17, name='n',
+         dict(formats=('onnx', ),
+              input_size=(32, 48),
+              opset=17,
+              name='n',
               max_batch=8)),
         (('c.py', None, 'exported'),
-         dict(formats=('onnx', 'pt2'), input_size=None, opset=18, name=None,
+         dict(formats=('onnx', 'pt2'),
+              input_size=None,
+              opset=18,
+              name=None,
               max_batch=1024)),
     ]
 
 
 def test_bad_input(exported, tmp_path):
     with pytest.raises(ValueError, match='opset 16 is not supported'):
-        export_model(str(TINY['seg']), None, str(tmp_path), formats='onnx',
+        export_model(str(TINY['seg']),
+                     None,
+                     str(tmp_path),
+                     formats='onnx',
                      opset=16)
     with pytest.raises(SystemExit):
         export_main(['--config', str(TINY['seg']), '--opset', '16'])
@@ -342,10 +374,8 @@ def test_bad_input(exported, tmp_path):
     plain = tmp_path / 'plain.onnx'  # an ONNX file not made by the exporter
     graph = onnx.helper.make_graph(
         [onnx.helper.make_node('Identity', ['x'], ['y'])], 'g',
-        [onnx.helper.make_tensor_value_info('x', onnx.TensorProto.FLOAT,
-                                            [1])],
-        [onnx.helper.make_tensor_value_info('y', onnx.TensorProto.FLOAT,
-                                            [1])])
+        [onnx.helper.make_tensor_value_info('x', onnx.TensorProto.FLOAT, [1])],
+        [onnx.helper.make_tensor_value_info('y', onnx.TensorProto.FLOAT, [1])])
     onnx.save(onnx.helper.make_model(graph), str(plain))
     with pytest.raises(ValueError, match='no sapiens_mm export metadata'):
         read_metadata(str(plain))
@@ -356,7 +386,8 @@ def test_bad_input(exported, tmp_path):
         SapiensInferencer(models={'seg': exported['pose']['onnx']},
                           device='cpu')
     with pytest.raises(ValueError, match='run it with dtype="fp32"'):
-        SapiensInferencer(models=[exported['seg']['onnx']], device='cpu',
+        SapiensInferencer(models=[exported['seg']['onnx']],
+                          device='cpu',
                           dtype='bf16')
     other = Config.fromfile(str(TINY['seg']))  # pipeline at 256x192
     with pytest.raises(ValueError, match='takes 64x48'):

@@ -359,7 +359,10 @@ class SapiensInferencer:
             name or, failing that, its weights; the shipped config is used),
             a config file (``.py``, random weights), a
             ``dict(config=..., checkpoint=...)`` or a ``(config,
-            checkpoint)`` pair.
+            checkpoint)`` pair. The checkpoint may be a model exported by
+            :func:`sapiens_mm.deploy.export_model` (``.onnx``, run with
+            onnxruntime, or ``.pt2``): its task and config are read from the
+            file, it runs in fp32 with the same pre- and post-processing.
         tasks: Tasks to run, a subset of the models' tasks. Defaults to all
             of them. A task without a model is an error.
         device: ``'cpu'``, ``'cuda'`` or ``'cuda:N'``. Defaults to CUDA when
@@ -445,7 +448,8 @@ class SapiensInferencer:
 
     @property
     def models(self) -> Dict[str, torch.nn.Module]:
-        """The loaded models by task."""
+        """The loaded models by task (an exported model is a
+        :class:`sapiens_mm.deploy.ExportedModel`)."""
         return {t: m.model for t, m in self.task_models.items()}
 
     @property

@@ -28,26 +28,39 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'configs/pose/goliath/sapiens_0.3b-210e_goliath-1024x768.py '
             '--checkpoint sapiens_0.3b_goliath_best_goliath_AP_573.pth '
             '--format both --out-dir exported'))
-    p.add_argument('--config', required=True,
+    p.add_argument('--config',
+                   required=True,
                    help='task config (configs/pose|seg|depth|normal/...)')
-    p.add_argument('--checkpoint', default=None,
+    p.add_argument('--checkpoint',
+                   default=None,
                    help='weights; without it the model is exported with '
                    'random weights')
-    p.add_argument('--format', choices=('onnx', 'pt2', 'both'),
-                   default='both', help='what to write (default: '
+    p.add_argument('--format',
+                   choices=('onnx', 'pt2', 'both'),
+                   default='both',
+                   help='what to write (default: '
                    '%(default)s)')
-    p.add_argument('--out-dir', default='exported',
+    p.add_argument('--out-dir',
+                   default='exported',
                    help='output folder (default: %(default)s)')
-    p.add_argument('--name', default=None,
+    p.add_argument('--name',
+                   default=None,
                    help='file stem (default: the config file name)')
-    p.add_argument('--input-size', type=int, nargs=2, default=None,
+    p.add_argument('--input-size',
+                   type=int,
+                   nargs=2,
+                   default=None,
                    metavar=('H', 'W'),
                    help='input height and width, multiples of 16 (default: '
                    'the config\'s, 1024 768 for the released sizes)')
-    p.add_argument('--opset', type=int, default=DEFAULT_OPSET,
+    p.add_argument('--opset',
+                   type=int,
+                   default=DEFAULT_OPSET,
                    help=f'ONNX opset, {MIN_OPSET} or newer (default: '
                    '%(default)s)')
-    p.add_argument('--max-batch', type=int, default=1024,
+    p.add_argument('--max-batch',
+                   type=int,
+                   default=1024,
                    help='largest batch the exported graph accepts '
                    '(default: %(default)s)')
     return p
@@ -69,12 +82,15 @@ def main(argv: Optional[Sequence[str]] = None,
 
     from .export import export_model
     formats = ('onnx', 'pt2') if args.format == 'both' else (args.format, )
-    files = export_model(args.config, args.checkpoint, args.out_dir,
-                         formats=formats,
-                         input_size=tuple(args.input_size)
-                         if args.input_size else None,
-                         opset=args.opset, name=args.name,
-                         max_batch=args.max_batch)
+    files = export_model(
+        args.config,
+        args.checkpoint,
+        args.out_dir,
+        formats=formats,
+        input_size=tuple(args.input_size) if args.input_size else None,
+        opset=args.opset,
+        name=args.name,
+        max_batch=args.max_batch)
     for kind, path in files.items():
         print_log(f'{kind}: {path}', logger='current')
     return files

@@ -48,8 +48,10 @@ __all__ = [
 MIN_OPSET = 17
 DEFAULT_OPSET = 18
 #: Name of the graph output of each task.
-OUTPUT_NAMES = dict(
-    pose='heatmaps', seg='logits', depth='depth', normal='normal')
+OUTPUT_NAMES = dict(pose='heatmaps',
+                    seg='logits',
+                    depth='depth',
+                    normal='normal')
 INPUT_NAME = 'images'
 METADATA_VERSION = 1
 _PT2_EXTRA = 'sapiens_mm.json'
@@ -72,9 +74,9 @@ def _task_of(cfg: Config) -> str:
     return task_of_config(cfg)
 
 
-def build_task_model(config: Union[str, Config],
-                     checkpoint: Optional[str] = None
-                     ) -> Tuple[str, Config, nn.Module]:
+def build_task_model(
+        config: Union[str, Config],
+        checkpoint: Optional[str] = None) -> Tuple[str, Config, nn.Module]:
     """Build a task model from its config and load its weights.
 
     Args:
@@ -113,8 +115,11 @@ def build_task_model(config: Union[str, Config],
     if checkpoint is not None:
         load_checkpoint(model, str(checkpoint), strict=True)
     else:
-        print_log(f'No checkpoint for the {task} model: it is exported with '
-                  'its initial (random) weights.', logger='current', level=30)
+        print_log(
+            f'No checkpoint for the {task} model: it is exported with '
+            'its initial (random) weights.',
+            logger='current',
+            level=30)
     return task, cfg, model.eval()
 
 
@@ -226,10 +231,12 @@ class SapiensExportModule(nn.Module):
         self.bgr_to_rgb = bool(bgr_to_rgb)
         self.register_buffer('mean',
                              torch.tensor(mean, dtype=torch.float32).view(
-                                 1, -1, 1, 1), persistent=False)
+                                 1, -1, 1, 1),
+                             persistent=False)
         self.register_buffer('std',
                              torch.tensor(std, dtype=torch.float32).view(
-                                 1, -1, 1, 1), persistent=False)
+                                 1, -1, 1, 1),
+                             persistent=False)
         self.flip_indices = None if flip_indices is None else [
             int(i) for i in flip_indices
         ]
@@ -328,8 +335,7 @@ def export_metadata(task: str, cfg: Config, model: nn.Module,
         output_stride=h // out_h,
         output_meaning=_OUTPUT_MEANING[task],
         flip_test_in_graph=bool(flip_test),
-        resize_align_corners=bool(
-            getattr(model, 'align_corners', False)),
+        resize_align_corners=bool(getattr(model, 'align_corners', False)),
     )
     if task == 'pose':
         from sapiens_mm.apis.inferencer import _TaskModel
@@ -346,14 +352,14 @@ def export_metadata(task: str, cfg: Config, model: nn.Module,
             ],
             skeleton=skeleton_name(dataset_meta),
             skeleton_links=[[int(a), int(b)]
-                            for a, b in dataset_meta.get('skeleton_links',
-                                                         [])],
+                            for a, b in dataset_meta.get('skeleton_links', [])
+                            ],
             flip_indices=[int(i) for i in dataset_meta['flip_indices']],
-            codec=dict(
-                type=str(codec['type']),
-                input_size=[int(v) for v in codec['input_size']],
-                heatmap_size=[int(v) for v in codec['heatmap_size']],
-                blur_kernel_size=int(codec.get('blur_kernel_size', 11))),
+            codec=dict(type=str(codec['type']),
+                       input_size=[int(v) for v in codec['input_size']],
+                       heatmap_size=[int(v) for v in codec['heatmap_size']],
+                       blur_kernel_size=int(codec.get('blur_kernel_size',
+                                                      11))),
             bbox_padding=float(center_scale.get('padding', 1.25)),
             crop='UDP affine warp (mmpose TopdownAffine use_udp=True)',
         )
@@ -371,9 +377,10 @@ def export_metadata(task: str, cfg: Config, model: nn.Module,
             vocab = None
         if vocab is not None:
             classes = load_body_part_classes(vocab)
-            meta.update(vocab=vocab, class_names=list(classes['classes']),
-                        palette=[list(map(int, c))
-                                 for c in classes['palette']])
+            meta.update(
+                vocab=vocab,
+                class_names=list(classes['classes']),
+                palette=[list(map(int, c)) for c in classes['palette']])
     meta['config'] = cfg.pretty_text
     return meta
 
@@ -409,14 +416,13 @@ def export_model(config: Union[str, Config],
         ValueError: Unknown format, opset below 17, bad input size or an
             unsupported test mode.
     """
-    formats = tuple(dict.fromkeys([formats] if isinstance(formats, str) else
-                                  formats))
+    formats = tuple(
+        dict.fromkeys([formats] if isinstance(formats, str) else formats))
     bad = [f for f in formats if f not in ('onnx', 'pt2')]
     if bad or not formats:
         raise ValueError(f'formats must be "onnx" and / or "pt2", got '
                          f'{list(formats)}.')
-    if 'onnx' in formats and (not isinstance(opset, int) or
-                              opset < MIN_OPSET):
+    if 'onnx' in formats and (not isinstance(opset, int) or opset < MIN_OPSET):
         raise ValueError(f'ONNX opset {opset} is not supported: use '
                          f'{MIN_OPSET} or newer (default {DEFAULT_OPSET}).')
     if not isinstance(max_batch, int) or max_batch < 2:
@@ -439,18 +445,20 @@ def export_model(config: Union[str, Config],
         from sapiens_mm.apis.inferencer import _TaskModel
         flip_indices = _TaskModel._pose_meta(cfg)['flip_indices']
     pre = cfg.model.data_preprocessor
-    module = SapiensExportModule(
-        model, task, pre.mean, pre.std, bool(pre.get('bgr_to_rgb', False)),
-        flip_indices, dense_flip).eval()
+    module = SapiensExportModule(model, task, pre.mean, pre.std,
+                                 bool(pre.get('bgr_to_rgb', False)),
+                                 flip_indices, dense_flip).eval()
 
     os.makedirs(out_dir, exist_ok=True)
     # Batch 2 as the example: torch.export specialises sizes 0 and 1.
     example = torch.zeros(2, 3, *size)
     batch = torch.export.Dim('batch', min=1, max=max_batch)
     with torch.no_grad():
-        program = torch.export.export(
-            module, (example, ), dynamic_shapes={'images': {0: batch}},
-            strict=False)
+        program = torch.export.export(module, (example, ),
+                                      dynamic_shapes={'images': {
+                                          0: batch
+                                      }},
+                                      strict=False)
     out_node = [n for n in program.graph.nodes if n.op == 'output'][0]
     out_shape = out_node.args[0][0].meta['val'].shape[1:]
     meta = export_metadata(task, cfg, model, size, out_shape, pose_flip)
@@ -458,8 +466,7 @@ def export_model(config: Union[str, Config],
     meta_json = json.dumps(meta)
     if 'pt2' in formats:
         path = osp.join(out_dir, f'{name}.pt2')
-        torch.export.save(program, path,
-                          extra_files={_PT2_EXTRA: meta_json})
+        torch.export.save(program, path, extra_files={_PT2_EXTRA: meta_json})
         with open(path + '.json', 'w') as f:
             json.dump(meta, f, indent=1)
         written['pt2'] = path
@@ -478,10 +485,12 @@ def _export_onnx(program, path: str, opset: int, meta: dict) -> str:
         raise ImportError(
             f'ONNX export needs onnx and onnxscript ({e}); install them: '
             'pip install onnx onnxscript onnxruntime') from None
-    onnx_program = torch.onnx.export(
-        program, (), dynamo=True, opset_version=opset,
-        input_names=[INPUT_NAME], output_names=[meta['output_name']],
-        verbose=False)
+    onnx_program = torch.onnx.export(program, (),
+                                     dynamo=True,
+                                     opset_version=opset,
+                                     input_names=[INPUT_NAME],
+                                     output_names=[meta['output_name']],
+                                     verbose=False)
     props = onnx_program.model.metadata_props
     for key, value in meta.items():
         props[key] = json.dumps(value)
@@ -523,8 +532,8 @@ def read_metadata(path: str) -> dict:
                 if names:
                     meta = json.loads(archive.read(names[0]))
         except zipfile.BadZipFile:
-            raise ValueError(f'{path} is not a torch.export archive.'
-                             ) from None
+            raise ValueError(
+                f'{path} is not a torch.export archive.') from None
     else:
         raise ValueError(f'{path}: expected an exported .onnx or .pt2 file.')
     if meta.get('format') != 'sapiens_mm.export':

@@ -11,8 +11,10 @@ from mmengine.structures import InstanceData, PixelData
 
 from .export import read_metadata
 
-__all__ = ['ExportedModel', 'EXPORTED_SUFFIXES', 'is_exported_model',
-           'postprocess_pose', 'postprocess_dense']
+__all__ = [
+    'ExportedModel', 'EXPORTED_SUFFIXES', 'is_exported_model',
+    'postprocess_pose', 'postprocess_dense'
+]
 
 EXPORTED_SUFFIXES = ('.onnx', '.pt2')
 
@@ -53,13 +55,11 @@ class ExportedModel:
                         'onnxruntime-gpu or use device="cpu".')
                 providers = [('CUDAExecutionProvider',
                               dict(device_id=self.device.index or 0))]
-            self.session = ort.InferenceSession(self.path,
-                                                providers=providers)
+            self.session = ort.InferenceSession(self.path, providers=providers)
             self.module = None
         else:
             self.session = None
-            self.module = torch.export.load(self.path).module().to(
-                self.device)
+            self.module = torch.export.load(self.path).module().to(self.device)
 
     def __call__(self, images: np.ndarray) -> np.ndarray:
         """Raw output for a batch.
@@ -81,16 +81,17 @@ class ExportedModel:
                 f'got {images.shape}; resize / crop to the exported input '
                 'size (see its metadata).')
         if self.session is not None:
-            return self.session.run(None, {self.meta['input_name']:
-                                           images})[0]
+            return self.session.run(None, {self.meta['input_name']: images})[0]
         with torch.no_grad():
             out = self.module(torch.from_numpy(images).to(self.device))
         return out.float().cpu().numpy()
 
 
-def postprocess_pose(heatmaps: np.ndarray, data_samples: Sequence,
-                     codec, output_keypoint_indices: Optional[Sequence[int]]
-                     = None) -> list:
+def postprocess_pose(
+        heatmaps: np.ndarray,
+        data_samples: Sequence,
+        codec,
+        output_keypoint_indices: Optional[Sequence[int]] = None) -> list:
     """Decode heatmaps into keypoints in image pixels, as
     ``TopdownPoseEstimator.predict`` does.
 
@@ -122,8 +123,10 @@ def postprocess_pose(heatmaps: np.ndarray, data_samples: Sequence,
     return list(data_samples)
 
 
-def postprocess_dense(task: str, output: np.ndarray,
-                      input_size: Sequence[int], data_samples: Sequence,
+def postprocess_dense(task: str,
+                      output: np.ndarray,
+                      input_size: Sequence[int],
+                      data_samples: Sequence,
                       align_corners: bool = False) -> list:
     """Resize raw dense outputs as mmseg / ``SapiensDenseEstimator`` do:
     bilinearly to the input size, then to each image's original size;
@@ -141,8 +144,10 @@ def postprocess_dense(task: str, output: np.ndarray,
         ``pred_depth_map`` (1, H, W) or ``pred_normal_map`` (3, H, W) set.
     """
     out = torch.from_numpy(np.asarray(output, np.float32))
-    out = F.interpolate(out, size=tuple(int(v) for v in input_size),
-                        mode='bilinear', align_corners=align_corners)
+    out = F.interpolate(out,
+                        size=tuple(int(v) for v in input_size),
+                        mode='bilinear',
+                        align_corners=align_corners)
     results: List = []
     for i, sample in enumerate(data_samples):
         pred = F.interpolate(out[i:i + 1],
@@ -151,9 +156,10 @@ def postprocess_dense(task: str, output: np.ndarray,
                              align_corners=align_corners)[0]
         if task == 'seg':
             sample.set_data({
-                'seg_logits': PixelData(data=pred),
-                'pred_sem_seg': PixelData(data=pred.argmax(dim=0,
-                                                           keepdim=True))
+                'seg_logits':
+                PixelData(data=pred),
+                'pred_sem_seg':
+                PixelData(data=pred.argmax(dim=0, keepdim=True))
             })
         elif task == 'depth':
             sample.set_data({'pred_depth_map': PixelData(data=pred)})

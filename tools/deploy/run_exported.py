@@ -159,8 +159,8 @@ def decode_heatmaps(heatmaps: np.ndarray,
     np.clip(blurred, 1e-3, 50., blurred)
     np.log(blurred, blurred)
     pad = np.pad(blurred, ((0, 0), (1, 1), (1, 1)), mode='edge').ravel()
-    index = (locs[:, 0] + 1 + (locs[:, 1] + 1) * (w + 2) +
-             (w + 2) * (h + 2) * np.arange(k)).astype(int)
+    index = (locs[:, 0] + 1 + (locs[:, 1] + 1) * (w + 2) + (w + 2) *
+             (h + 2) * np.arange(k)).astype(int)
     i_ = pad[index]
     ix1, ix1_ = pad[index + 1], pad[index - 1]
     iy1, iy1_ = pad[index + w + 2], pad[index - w - 2]
@@ -178,7 +178,9 @@ def decode_heatmaps(heatmaps: np.ndarray,
 
 
 # ----------------------------------------------------------------- driver
-def predict(run: Callable, meta: dict, img: np.ndarray,
+def predict(run: Callable,
+            meta: dict,
+            img: np.ndarray,
             bboxes: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
     """Predictions of one BGR uint8 image.
 
@@ -222,9 +224,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         'with numpy, OpenCV and onnxruntime / torch only.')
     p.add_argument('model', help='exported .onnx or .pt2 file')
     p.add_argument('images', nargs='+', help='image files')
-    p.add_argument('--out-dir', default='outputs',
+    p.add_argument('--out-dir',
+                   default='outputs',
                    help='output folder (default: %(default)s)')
-    p.add_argument('--bbox', type=float, nargs=4, action='append',
+    p.add_argument('--bbox',
+                   type=float,
+                   nargs=4,
+                   action='append',
                    metavar=('X1', 'Y1', 'X2', 'Y2'),
                    help='pose: a person box in pixels (repeat for more; '
                    'default: the whole image)')
@@ -240,10 +246,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         stem = osp.join(args.out_dir, osp.splitext(osp.basename(path))[0])
         if meta['task'] == 'pose':
             with open(f'{stem}.pose.json', 'w') as f:
-                json.dump(dict(keypoint_names=meta.get('keypoint_names'),
-                               keypoints=pred['keypoints'].tolist(),
-                               keypoint_scores=pred['keypoint_scores'].tolist()),
-                          f)
+                json.dump(
+                    dict(keypoint_names=meta.get('keypoint_names'),
+                         keypoints=pred['keypoints'].tolist(),
+                         keypoint_scores=pred['keypoint_scores'].tolist()), f)
         else:
             np.save(f'{stem}.{meta["task"]}.npy', next(iter(pred.values())))
         print(f'{path}: {meta["task"]} -> {stem}.*')
