@@ -263,14 +263,17 @@ class SapiensExportModule(nn.Module):
         if self.bgr_to_rgb:
             x = x.flip(1)
         x = (x - self.mean) / self.std
-        out = self._head(x)
-        if self.task == 'pose' and self.flip_indices is not None:
-            flipped = self._head(x.flip(-1)).flip(-1)[:, self.flip_indices]
-            out = (out + flipped) * 0.5
-        elif self.flip_dense:
-            flipped = self.model._unflip(self._head(x.flip(-1)))
-            out = (out + flipped) / 2.0
-        return out
+        pose_flip = self.task == 'pose' and self.flip_indices is not None
+        if not (pose_flip or self.flip_dense):
+            return self._head(x)
+        # the image and its mirror in one pass (a 2N batch)
+        n = x.shape[0]
+        both = self._head(torch.cat([x, x.flip(-1)]))
+        out, flipped = both[:n], both[n:]
+        if pose_flip:
+            flipped = flipped.flip(-1)[:, self.flip_indices]
+            return (out + flipped) * 0.5
+        return (out + self.model._unflip(flipped)) / 2.0
 
 
 def _check_test_cfg(task: str, model: nn.Module) -> Tuple[bool, bool]:
