@@ -393,3 +393,41 @@ def test_bad_input(exported, tmp_path):
     with pytest.raises(ValueError, match='takes 64x48'):
         SapiensInferencer(models=[(other, exported['seg']['onnx'])],
                           device='cpu')
+
+
+def test_dense_flip_test_in_graph():
+    """test_cfg.flip=True of a normal model: the export module (run eagerly;
+    the flip / concat ops themselves are exported in the pose graph above)
+    gives SapiensDenseEstimator's flip-averaged prediction, X negated."""
+    import torch.nn.functional as F
+
+    from sapiens_mm.deploy import SapiensExportModule
+    from sapiens_mm.deploy.export import _check_test_cfg
+    cfg = set_input_size(Config.fromfile(str(TINY['normal'])), 'normal', HW)
+    cfg.model.test_cfg = dict(mode='whole', flip=True)
+    torch.manual_seed(0)
+    _, _, model = build_task_model(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    assert _check_test_cfg('normal', model) == (False, True)
+    pre = cfg.model.data_preprocessor
+    module = SapiensExportModule(model, 'normal', pre.mean, pre.std, True,
+                                 flip_dense=True)
+    images = torch.from_numpy(
+        np.random.default_rng(0).integers(0, 256, (2, 3, *HW),
+                                          dtype=np.uint8))
+    x = model.data_preprocessor(dict(inputs=list(images)), False)['inputs']
+    with torch.no_grad():
+        ref = model.inference(x, [dict(img_shape=HW)] * 2)
+        out = F.interpolate(module(images.float()), size=HW,
+                            mode='bilinear', align_corners=False)
+        plain = F.interpolate(model._forward(x), size=HW, mode='bilinear',
+                              align_corners=False)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-5)
+    assert (out - plain).abs().max() > 1e-3  # the flip changed something
+    cfg.model.test_cfg = dict(mode='slide', crop_size=(32, 32),
+                              stride=(16, 16))
+    _, _, model = build_task_model(cfg)
+    with pytest.raises(ValueError, match='set model.test_cfg.mode="whole"'):
+        _check_test_cfg('normal', model)
