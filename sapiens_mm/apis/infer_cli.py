@@ -25,7 +25,9 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'Models: official checkpoints alone (--checkpoints, task and size '
             'recognised from the file name or weights), or per task a '
             'checkpoint (--pose CKPT) and/or a config (--pose-config CFG; '
-            'a config alone runs random weights).\n\n'
+            'a config alone runs random weights). An exported .onnx / .pt2 '
+            'file (tools/deploy/export.py) works as a checkpoint: its task '
+            'and config are read from the file; it runs in fp32.\n\n'
             'Outputs in OUT_DIR/<task>/: <name>.json (pose, COCO-style), '
             '<name>.npy (seg labels, depth, normals at the input resolution; '
             'depth/normals are NaN outside the person when seg runs) and '
@@ -43,11 +45,12 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='output folder (default: %(default)s)')
     m = p.add_argument_group('models')
     m.add_argument('--checkpoints', nargs='+', default=[], metavar='CKPT',
-                   help='official Sapiens checkpoints; the task and size of '
-                   'each are recognised')
+                   help='official Sapiens checkpoints or exported '
+                   '.onnx / .pt2 models; the task (and size) of each are '
+                   'recognised')
     for task in _TASKS:
         m.add_argument(f'--{task}', metavar='CKPT', default=None,
-                       help=f'{task} checkpoint')
+                       help=f'{task} checkpoint or exported .onnx / .pt2')
         m.add_argument(f'--{task}-config', metavar='CFG', default=None,
                        help=f'{task} config (default: the shipped config of '
                        f'the recognised --{task} checkpoint)')
@@ -111,6 +114,8 @@ def models_from_args(args: argparse.Namespace) -> dict:
     Raises:
         ValueError: No model, or two models for one task.
     """
+    from sapiens_mm.deploy.runtime import is_exported_model
+
     from .model_zoo import recognize_checkpoint
     models = {}
     for task in _TASKS:
@@ -119,7 +124,11 @@ def models_from_args(args: argparse.Namespace) -> dict:
         if ckpt is not None or cfg is not None:
             models[task] = dict(config=cfg, checkpoint=ckpt)
     for ckpt in args.checkpoints:
-        task = recognize_checkpoint(ckpt).task
+        if is_exported_model(ckpt):
+            from sapiens_mm.deploy import read_metadata
+            task = read_metadata(ckpt)['task']
+        else:
+            task = recognize_checkpoint(ckpt).task
         if task in models:
             raise ValueError(f'Two {task} models given ({ckpt} and '
                              f'{models[task]}); keep one.')

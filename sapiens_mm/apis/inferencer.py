@@ -50,6 +50,7 @@ from sapiens_mm.checkpoint import (
     load_file,
     load_state_dict,
 )
+from sapiens_mm.deploy.runtime import is_exported_model
 
 from .model_zoo import SapiensModelInfo, parse_checkpoint_name, recognize_state_dict
 from .person_detector import PersonDetector, build_person_detector, select_person_boxes
@@ -197,6 +198,98 @@ class _TaskModel:
         return samples
 
 
+class _ExportedTaskModel(_TaskModel):
+    """A task model exported to ONNX / ``.pt2``
+    (:mod:`sapiens_mm.deploy`): same pipeline, same post-processing as
+    :class:`_TaskModel`, the network run by onnxruntime / ``torch.export``.
+    """
+
+    def __init__(self, task: str, cfg: Config, checkpoint: str,
+                 state_dict: Optional[dict], device: torch.device,
+                 dtype: torch.dtype,
+                 info: Optional[SapiensModelInfo]) -> None:
+        from sapiens_mm.deploy import ExportedModel
+        if dtype != torch.float32:
+            raise ValueError(
+                f'{checkpoint} is an exported float32 model: run it with '
+                'dtype="fp32".')
+        self.task, self.cfg, self.checkpoint = task, cfg, checkpoint
+        self.device, self.dtype, self.info = device, dtype, info
+        self.model = ExportedModel(checkpoint, str(device))
+        meta = self.model.meta
+        with DefaultScope.overwrite_default_scope(_SCOPES[task]):
+            self.pipeline = Compose(self._pipeline_cfg(cfg))
+        self.dataset_meta = {}
+        h, w = self.model.input_size
+        if task == 'pose':
+            from mmpose.registry import KEYPOINT_CODECS
+            self.dataset_meta = self._pose_meta(cfg)
+            with DefaultScope.overwrite_default_scope('mmpose'):
+                self.codec = KEYPOINT_CODECS.build(cfg.model.head.decoder)
+            size = [s.input_size for s in self.pipeline.transforms
+                    if type(s).__name__ == 'TopdownAffine']
+            size = tuple(size[0]) if size else None
+        else:
+            size = [s.scale for s in self.pipeline.transforms
+                    if type(s).__name__ == 'Resize' and not s.keep_ratio]
+            size = tuple(size[0]) if size else None
+        if size != (w, h):
+            raise ValueError(
+                f'{checkpoint} takes {h}x{w} (H x W) inputs but the config\'s '
+                f'test pipeline makes {size} (W, H); use the config stored '
+                'in the exported file (do not pass one) or export at the '
+                'pipeline\'s size.')
+        if task == 'seg':
+            self.vocab = vocab_for_num_classes(int(meta['num_classes']))
+
+    @staticmethod
+    def resolve(checkpoint: str, config, task_hint: Optional[str]) -> tuple:
+        """-> (task, cfg, checkpoint, None, None) of an exported file; the
+        config defaults to the one stored in it."""
+        from sapiens_mm.deploy import read_metadata
+        meta = read_metadata(checkpoint)
+        if config is None:
+            cfg = Config.fromstring(meta['config'], '.py')
+        else:
+            cfg = config if isinstance(config, Config) else Config.fromfile(
+                str(config))
+        task = task_of_config(cfg)
+        if task != meta['task']:
+            raise ValueError(f'{checkpoint} is a {meta["task"]} model but '
+                             f'its config is a {task} config.')
+        if task_hint is not None and task != task_hint:
+            raise ValueError(f'The model given for {task_hint!r} is a {task} '
+                             f'model ({checkpoint}).')
+        return task, cfg, checkpoint, None, None
+
+    def predict(self, data_infos: List[dict], batch_size: int) -> list:
+        """Run the pipeline, the exported network and the eager
+        post-processing on ``data_infos`` in batches."""
+        from sapiens_mm.deploy import postprocess_dense, postprocess_pose
+        samples = []
+        for start in range(0, len(data_infos), batch_size):
+            packed = [
+                self.pipeline(info)
+                for info in data_infos[start:start + batch_size]
+            ]
+            images = np.stack([p['inputs'].numpy() for p in packed]).astype(
+                np.float32)
+            chunk = [p['data_samples'] for p in packed]
+            out = self.model(images)
+            if self.task == 'pose':
+                samples.extend(
+                    postprocess_pose(
+                        out, chunk, self.codec,
+                        self.cfg.model.get('test_cfg', {}).get(
+                            'output_keypoint_indices')))
+            else:
+                samples.extend(
+                    postprocess_dense(
+                        self.task, out, self.model.input_size, chunk,
+                        bool(self.model.meta.get('resize_align_corners'))))
+        return samples
+
+
 # --------------------------------------------------------------- inputs
 @dataclass
 class _Source:
@@ -266,7 +359,10 @@ class SapiensInferencer:
             name or, failing that, its weights; the shipped config is used),
             a config file (``.py``, random weights), a
             ``dict(config=..., checkpoint=...)`` or a ``(config,
-            checkpoint)`` pair.
+            checkpoint)`` pair. The checkpoint may be a model exported by
+            :func:`sapiens_mm.deploy.export_model` (``.onnx``, run with
+            onnxruntime, or ``.pt2``): its task and config are read from the
+            file, it runs in fp32 with the same pre- and post-processing.
         tasks: Tasks to run, a subset of the models' tasks. Defaults to all
             of them. A task without a model is an error.
         device: ``'cpu'``, ``'cuda'`` or ``'cuda:N'``. Defaults to CUDA when
@@ -328,7 +424,9 @@ class SapiensInferencer:
         for task in TASKS:
             if task in specs:
                 cfg, checkpoint, state_dict, info = specs[task]
-                self.task_models[task] = _TaskModel(
+                model_cls = (_ExportedTaskModel
+                             if is_exported_model(checkpoint) else _TaskModel)
+                self.task_models[task] = model_cls(
                     task, cfg, checkpoint, state_dict, self.device,
                     self.dtype, info)
         self.tasks = tuple(t for t in TASKS if t in self.task_models)
@@ -350,7 +448,8 @@ class SapiensInferencer:
 
     @property
     def models(self) -> Dict[str, torch.nn.Module]:
-        """The loaded models by task."""
+        """The loaded models by task (an exported model is a
+        :class:`sapiens_mm.deploy.ExportedModel`)."""
         return {t: m.model for t, m in self.task_models.items()}
 
     @property
@@ -428,6 +527,8 @@ class SapiensInferencer:
             if not osp.isfile(checkpoint):
                 raise FileNotFoundError(f'Checkpoint not found: {checkpoint}')
         state_dict = info = None
+        if checkpoint is not None and is_exported_model(checkpoint):
+            return _ExportedTaskModel.resolve(checkpoint, config, task_hint)
         if config is None:
             info = parse_checkpoint_name(checkpoint)
             if info is None:

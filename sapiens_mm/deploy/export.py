@@ -1,0 +1,546 @@
+"""Export Sapiens task models to ONNX and ``torch.export`` (``.pt2``).
+
+Each task model (backbone + head) is wrapped in :class:`SapiensExportModule`,
+which takes the images the way the test pipeline produces them and returns the
+raw head output:
+
+* input ``images``: float32 ``(N, 3, H, W)``, **BGR** (as decoded by OpenCV),
+  pixel values 0-255, at the model's input size. The data preprocessor's
+  BGR -> RGB swap and mean / std normalisation are inside the graph.
+* output (at ``H / stride`` x ``W / stride``):
+
+  - pose ``heatmaps`` ``(N, K, H/4, W/4)``: one heatmap per keypoint; with the
+    config's flip test, already averaged with the un-flipped heatmaps of the
+    mirrored crop (as eager mmpose does).
+  - seg ``logits`` ``(N, C, H/2, W/2)``: class logits.
+  - depth ``depth`` ``(N, 1, H, W)``: relative depth (larger = farther).
+  - normal ``normal`` ``(N, 3, H/2, W/2)``: un-normalised XYZ normals.
+
+The batch dimension is dynamic: one file serves any batch size. What a
+consumer needs to pre- and post-process (task, input size, mean / std,
+channel order, output meaning and stride, keypoint / class names, skeleton,
+heatmap codec, the full config) is stored with the file: in the ONNX
+``metadata_props`` (one JSON value per key) and, for ``.pt2``, inside the
+archive (``extra/sapiens_mm.json``) and in a JSON sidecar
+``<name>.pt2.json``. :func:`read_metadata` reads either.
+"""
+import copy
+import json
+import os
+import os.path as osp
+import zipfile
+from typing import Dict, List, Literal, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn as nn
+from mmengine.config import Config
+from mmengine.logging import print_log
+from mmengine.registry import DefaultScope
+
+__all__ = [
+    'SapiensExportModule', 'build_task_model', 'set_input_size',
+    'export_metadata', 'export_model', 'read_metadata', 'MIN_OPSET',
+    'DEFAULT_OPSET', 'OUTPUT_NAMES'
+]
+
+#: Oldest ONNX opset supported (torch's dynamo exporter writes opset 18
+#: natively and converts down to 17).
+MIN_OPSET = 17
+DEFAULT_OPSET = 18
+#: Name of the graph output of each task.
+OUTPUT_NAMES = dict(pose='heatmaps',
+                    seg='logits',
+                    depth='depth',
+                    normal='normal')
+INPUT_NAME = 'images'
+METADATA_VERSION = 1
+_PT2_EXTRA = 'sapiens_mm.json'
+_SCOPES = dict(pose='mmpose', seg='mmseg', depth='mmseg', normal='mmseg')
+_OUTPUT_MEANING = dict(
+    pose='heatmaps (N, K, H/stride, W/stride), one per keypoint; decode '
+    'with the codec (argmax + DARK-UDP refinement), then map from the crop '
+    'to the image',
+    seg='class logits (N, C, H/stride, W/stride); resize bilinearly to the '
+    'input size, then to the image size, then argmax over C',
+    depth='relative depth (N, 1, H/stride, W/stride), larger = farther, no '
+    'unit; resize bilinearly to the input size, then to the image size',
+    normal='camera-frame surface normals XYZ (N, 3, H/stride, W/stride), not '
+    'normalised; resize bilinearly to the input size, then to the image '
+    'size, then divide by the L2 norm over the 3 channels')
+
+
+def _task_of(cfg: Config) -> str:
+    from sapiens_mm.apis.inferencer import task_of_config
+    return task_of_config(cfg)
+
+
+def build_task_model(
+        config: Union[str, Config],
+        checkpoint: Optional[str] = None) -> Tuple[str, Config, nn.Module]:
+    """Build a task model from its config and load its weights.
+
+    Args:
+        config: Config file or :class:`~mmengine.config.Config` of a pose,
+            seg, depth or normal model.
+        checkpoint: Weights, read by :func:`sapiens_mm.checkpoint.
+            load_checkpoint` (strict). None keeps the config's
+            initialisation (random weights for a ``init_cfg=None`` backbone).
+
+    Returns:
+        ``(task, cfg, model)`` with the model in eval mode on the CPU.
+
+    Raises:
+        FileNotFoundError: The config or checkpoint does not exist.
+        ValueError: The config is not a Sapiens task model.
+    """
+    import sapiens_mm  # noqa: F401  (registers the modules)
+    from sapiens_mm.checkpoint import load_checkpoint
+    if not isinstance(config, Config):
+        if not osp.isfile(str(config)):
+            raise FileNotFoundError(f'Config not found: {config}')
+        config = Config.fromfile(str(config))
+    cfg = copy.deepcopy(config)
+    task = _task_of(cfg)
+    if checkpoint is not None:
+        if not osp.isfile(str(checkpoint)):
+            raise FileNotFoundError(f'Checkpoint not found: {checkpoint}')
+        # the checkpoint holds the backbone: no pretrained init needed
+        cfg.model.backbone.init_cfg = None
+    with DefaultScope.overwrite_default_scope(_SCOPES[task]):
+        if task == 'pose':
+            from mmpose.registry import MODELS
+        else:
+            from mmseg.registry import MODELS
+        model = MODELS.build(cfg.model)
+    if checkpoint is not None:
+        load_checkpoint(model, str(checkpoint), strict=True)
+    else:
+        print_log(
+            f'No checkpoint for the {task} model: it is exported with '
+            'its initial (random) weights.',
+            logger='current',
+            level=30)
+    return task, cfg, model.eval()
+
+
+def _find_step(pipeline: List[dict], name: str) -> Optional[dict]:
+    for step in pipeline:
+        if str(step['type']).split('.')[-1] == name:
+            return step
+    return None
+
+
+def _model_input_size(cfg: Config, task: str) -> Tuple[int, int]:
+    """(H, W) the test pipeline feeds the model."""
+    if task == 'pose':
+        w, h = cfg.model.head.decoder['input_size']
+        return int(h), int(w)
+    size = cfg.model.data_preprocessor.get('size')
+    if size is None:
+        raise ValueError(
+            'The config\'s data_preprocessor has no `size`: the exported '
+            'graph needs a fixed input size; pass input_size=(H, W).')
+    return int(size[0]), int(size[1])
+
+
+def set_input_size(cfg: Config, task: str, input_size: Tuple[int,
+                                                             int]) -> Config:
+    """A copy of ``cfg`` whose test pipeline and model run at
+    ``input_size`` (H, W).
+
+    Pose: ``TopdownAffine`` and the codec (``model.head.decoder``, keeping
+    the heatmap stride). Dense tasks: the test pipeline's ``Resize`` and the
+    data preprocessor's ``size``. The backbone keeps its ``img_size`` (and
+    so the checkpoint's position embeddings); they are resized to the new
+    patch grid in the forward pass, as in eager mode.
+
+    Raises:
+        ValueError: A side is not a positive multiple of the patch size and
+            of the heatmap stride, or the test pipeline has no step that sets
+            the size.
+    """
+    cfg = copy.deepcopy(cfg)
+    h, w = (int(v) for v in input_size)
+    patch = int(cfg.model.backbone.get('patch_size', 16))
+    if h <= 0 or w <= 0 or h % patch or w % patch:
+        raise ValueError(
+            f'input_size={input_size} must be positive multiples of the '
+            f'patch size {patch} (H, W), e.g. (1024, 768) or (256, 192).')
+    pipeline = cfg.test_dataloader.dataset.pipeline
+    if task == 'pose':
+        codec = cfg.model.head.decoder
+        (in_w, in_h), (hm_w, hm_h) = codec['input_size'], codec['heatmap_size']
+        stride = in_w // hm_w
+        if in_w != stride * hm_w or in_h != stride * hm_h or h % stride or \
+                w % stride:
+            raise ValueError(
+                f'input_size={input_size} must be a multiple of the heatmap '
+                f'stride {stride}.')
+        codec['input_size'] = (w, h)
+        codec['heatmap_size'] = (w // stride, h // stride)
+        step = _find_step(pipeline, 'TopdownAffine')
+        if step is None:
+            raise ValueError('The pose test pipeline has no TopdownAffine '
+                             'step to set the input size in.')
+        step['input_size'] = (w, h)
+        if 'codec' in cfg:
+            cfg.codec = copy.deepcopy(codec)
+    else:
+        step = _find_step(pipeline, 'Resize')
+        if step is None or step.get('keep_ratio', False):
+            raise ValueError(
+                'The test pipeline needs a Resize(keep_ratio=False) step to '
+                'feed the exported model a fixed input size.')
+        step['scale'] = (w, h)
+        cfg.model.data_preprocessor.size = (h, w)
+    return cfg
+
+
+class SapiensExportModule(nn.Module):
+    """A task model as one exportable graph: normalise, encode, decode.
+
+    Args:
+        model: A built pose (``TopdownPoseEstimator``), seg
+            (``EncoderDecoder``) or depth / normal
+            (``SapiensDenseEstimator``) model.
+        task: ``'pose'``, ``'seg'``, ``'depth'`` or ``'normal'``.
+        mean: Per-channel mean in the model's channel order (RGB when
+            ``bgr_to_rgb``), 0-255 scale.
+        std: Per-channel standard deviation, same order.
+        bgr_to_rgb: Swap the input's BGR channels to RGB first.
+        flip_indices: Pose flip test: the mirror keypoint of each keypoint.
+            None: no flip test.
+        flip_dense: Depth / normal flip test (``test_cfg.flip``): average
+            with the un-flipped prediction of the mirrored image (normal X
+            negated).
+    """
+
+    def __init__(self,
+                 model: nn.Module,
+                 task: Literal['pose', 'seg', 'depth', 'normal'],
+                 mean: Sequence[float],
+                 std: Sequence[float],
+                 bgr_to_rgb: bool = True,
+                 flip_indices: Optional[Sequence[int]] = None,
+                 flip_dense: bool = False) -> None:
+        super().__init__()
+        if task not in OUTPUT_NAMES:
+            raise ValueError(f'task must be "pose", "seg", "depth" or '
+                             f'"normal", got {task!r}.')
+        self.model, self.task = model, task
+        self.bgr_to_rgb = bool(bgr_to_rgb)
+        self.register_buffer('mean',
+                             torch.tensor(mean, dtype=torch.float32).view(
+                                 1, -1, 1, 1),
+                             persistent=False)
+        self.register_buffer('std',
+                             torch.tensor(std, dtype=torch.float32).view(
+                                 1, -1, 1, 1),
+                             persistent=False)
+        self.flip_indices = None if flip_indices is None else [
+            int(i) for i in flip_indices
+        ]
+        self.flip_dense = bool(flip_dense)
+
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
+        feats = self.model.extract_feat(x)
+        if self.task == 'pose':
+            return self.model.head.forward(feats)
+        return self.model.decode_head.forward(feats)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Raw head output of a batch.
+
+        Args:
+            images: (N, 3, H, W) float32 BGR images, 0-255.
+
+        Returns:
+            Pose heatmaps (N, K, H/4, W/4), seg logits (N, C, H/2, W/2),
+            depth (N, 1, H, W) or normals (N, 3, H/2, W/2) for the default
+            heads.
+        """
+        x = images
+        if self.bgr_to_rgb:
+            x = x.flip(1)
+        x = (x - self.mean) / self.std
+        pose_flip = self.task == 'pose' and self.flip_indices is not None
+        if not (pose_flip or self.flip_dense):
+            return self._head(x)
+        # the image and its mirror in one pass (a 2N batch)
+        n = x.shape[0]
+        both = self._head(torch.cat([x, x.flip(-1)]))
+        out, flipped = both[:n], both[n:]
+        if pose_flip:
+            flipped = flipped.flip(-1)[:, self.flip_indices]
+            return (out + flipped) * 0.5
+        return (out + self.model._unflip(flipped)) / 2.0
+
+
+def _check_test_cfg(task: str, model: nn.Module) -> Tuple[bool, bool]:
+    """-> (pose flip test, dense flip test) from the model's test_cfg."""
+    test_cfg = dict(model.test_cfg or {})
+    if task == 'pose':
+        mode = test_cfg.get('flip_mode', 'heatmap')
+        flip = bool(test_cfg.get('flip_test', False))
+        if flip and (mode != 'heatmap' or test_cfg.get('shift_heatmap')):
+            raise ValueError(
+                f'Export supports the flip test with flip_mode="heatmap" and '
+                f'shift_heatmap=False; the config has flip_mode={mode!r}, '
+                f'shift_heatmap={test_cfg.get("shift_heatmap")}. Change '
+                'model.test_cfg.')
+        return flip, False
+    mode = test_cfg.get('mode', 'whole')
+    if mode != 'whole':
+        raise ValueError(
+            f'test_cfg.mode={mode!r}: an exported model predicts the whole '
+            'image at once; set model.test_cfg.mode="whole".')
+    return False, task in ('depth', 'normal') and bool(
+        test_cfg.get('flip', False))
+
+
+def export_metadata(task: str, cfg: Config, model: nn.Module,
+                    input_size: Tuple[int, int], output_shape: Sequence[int],
+                    flip_test: bool) -> dict:
+    """What a consumer needs to pre- and post-process the exported model.
+
+    Args:
+        task: The model's task.
+        cfg: Its config (test pipeline, codec, dataset).
+        model: The built model.
+        input_size: (H, W) of the graph input.
+        output_shape: (C, h, w) of the graph output for one image.
+        flip_test: Whether the graph contains the flip test.
+
+    Returns:
+        A JSON-serialisable dict (see the README, "Deployment").
+    """
+    from sapiens_mm.version import __version__
+    pre = cfg.model.data_preprocessor
+    h, w = input_size
+    channels, out_h, out_w = (int(v) for v in output_shape)
+    meta = dict(
+        format='sapiens_mm.export',
+        format_version=METADATA_VERSION,
+        sapiens_mm_version=__version__,
+        task=task,
+        input_name=INPUT_NAME,
+        input_shape=['batch', 3, h, w],
+        input_size=[h, w],
+        input_dtype='float32',
+        channel_order='BGR',
+        pixel_range=[0, 255],
+        normalization_in_graph=True,
+        mean=[float(v) for v in pre.mean],
+        std=[float(v) for v in pre.std],
+        mean_std_channel_order='RGB' if pre.get('bgr_to_rgb') else 'BGR',
+        output_name=OUTPUT_NAMES[task],
+        output_shape=['batch', channels, out_h, out_w],
+        output_stride=h // out_h,
+        output_meaning=_OUTPUT_MEANING[task],
+        flip_test_in_graph=bool(flip_test),
+        resize_align_corners=bool(getattr(model, 'align_corners', False)),
+    )
+    if task == 'pose':
+        from sapiens_mm.apis.inferencer import _TaskModel
+        from sapiens_mm.apis.visualization import skeleton_name
+        dataset_meta = _TaskModel._pose_meta(cfg)
+        codec = dict(cfg.model.head.decoder)
+        k = int(dataset_meta['num_keypoints'])
+        pipeline = cfg.test_dataloader.dataset.pipeline
+        center_scale = _find_step(pipeline, 'GetBBoxCenterScale') or {}
+        meta.update(
+            num_keypoints=k,
+            keypoint_names=[
+                dataset_meta['keypoint_id2name'][i] for i in range(k)
+            ],
+            skeleton=skeleton_name(dataset_meta),
+            skeleton_links=[[int(a), int(b)]
+                            for a, b in dataset_meta.get('skeleton_links', [])
+                            ],
+            flip_indices=[int(i) for i in dataset_meta['flip_indices']],
+            codec=dict(type=str(codec['type']),
+                       input_size=[int(v) for v in codec['input_size']],
+                       heatmap_size=[int(v) for v in codec['heatmap_size']],
+                       blur_kernel_size=int(codec.get('blur_kernel_size',
+                                                      11))),
+            bbox_padding=float(center_scale.get('padding', 1.25)),
+            crop='UDP affine warp (mmpose TopdownAffine use_udp=True)',
+        )
+        indices = dict(model.test_cfg or {}).get('output_keypoint_indices')
+        if indices is not None:
+            meta['output_keypoint_indices'] = [int(i) for i in indices]
+    elif task == 'seg':
+        from sapiens_mm.apis.visualization import vocab_for_num_classes
+        from sapiens_mm.datasets import load_body_part_classes
+        num_classes = int(model.decode_head.out_channels)
+        meta['num_classes'] = num_classes
+        try:
+            vocab = vocab_for_num_classes(num_classes)
+        except ValueError:
+            vocab = None
+        if vocab is not None:
+            classes = load_body_part_classes(vocab)
+            meta.update(
+                vocab=vocab,
+                class_names=list(classes['classes']),
+                palette=[list(map(int, c)) for c in classes['palette']])
+    meta['config'] = cfg.pretty_text
+    return meta
+
+
+def export_model(config: Union[str, Config],
+                 checkpoint: Optional[str],
+                 out_dir: str,
+                 formats: Sequence[Literal['onnx', 'pt2']] = ('onnx', 'pt2'),
+                 input_size: Optional[Tuple[int, int]] = None,
+                 opset: int = DEFAULT_OPSET,
+                 name: Optional[str] = None,
+                 max_batch: int = 1024) -> Dict[str, str]:
+    """Export a task model with a dynamic batch dimension.
+
+    Args:
+        config: Task config (file or Config).
+        checkpoint: Weights (None: random / config initialisation).
+        out_dir: Output folder (created).
+        formats: ``'onnx'`` and / or ``'pt2'``.
+        input_size: (H, W) of the exported graph. Defaults to the config's
+            input size (1024x768 for the released sizes).
+        opset: ONNX opset, at least 17. Defaults to 18 (17 is converted down
+            by the ONNX version converter).
+        name: File stem. Defaults to the config's file name, or ``model``.
+        max_batch: Largest batch the graph accepts. Defaults to 1024.
+
+    Returns:
+        ``{'onnx': path, 'pt2': path, 'pt2_json': path}`` for what was
+        written. A model whose weights exceed 2 GB is written as
+        ``<name>.onnx`` plus ``<name>.onnx.data`` (ONNX external data).
+
+    Raises:
+        ValueError: Unknown format, opset below 17, bad input size or an
+            unsupported test mode.
+    """
+    formats = tuple(
+        dict.fromkeys([formats] if isinstance(formats, str) else formats))
+    bad = [f for f in formats if f not in ('onnx', 'pt2')]
+    if bad or not formats:
+        raise ValueError(f'formats must be "onnx" and / or "pt2", got '
+                         f'{list(formats)}.')
+    if 'onnx' in formats and (not isinstance(opset, int) or opset < MIN_OPSET):
+        raise ValueError(f'ONNX opset {opset} is not supported: use '
+                         f'{MIN_OPSET} or newer (default {DEFAULT_OPSET}).')
+    if not isinstance(max_batch, int) or max_batch < 2:
+        raise ValueError(f'max_batch must be an int >= 2, got {max_batch!r}.')
+    if name is None:
+        name = osp.splitext(osp.basename(config))[0] if isinstance(
+            config, (str, os.PathLike)) else 'model'
+    if not isinstance(config, Config):
+        if not osp.isfile(str(config)):
+            raise FileNotFoundError(f'Config not found: {config}')
+        config = Config.fromfile(str(config))
+    task = _task_of(config)
+    if input_size is not None:
+        config = set_input_size(config, task, input_size)
+    task, cfg, model = build_task_model(config, checkpoint)
+    size = _model_input_size(cfg, task)
+    pose_flip, dense_flip = _check_test_cfg(task, model)
+    flip_indices = None
+    if pose_flip:
+        from sapiens_mm.apis.inferencer import _TaskModel
+        flip_indices = _TaskModel._pose_meta(cfg)['flip_indices']
+    pre = cfg.model.data_preprocessor
+    module = SapiensExportModule(model, task, pre.mean, pre.std,
+                                 bool(pre.get('bgr_to_rgb', False)),
+                                 flip_indices, dense_flip).eval()
+
+    os.makedirs(out_dir, exist_ok=True)
+    # Batch 2 as the example: torch.export specialises sizes 0 and 1.
+    example = torch.zeros(2, 3, *size)
+    batch = torch.export.Dim('batch', min=1, max=max_batch)
+    with torch.no_grad():
+        program = torch.export.export(module, (example, ),
+                                      dynamic_shapes={'images': {
+                                          0: batch
+                                      }},
+                                      strict=False)
+    out_node = [n for n in program.graph.nodes if n.op == 'output'][0]
+    out_shape = out_node.args[0][0].meta['val'].shape[1:]
+    meta = export_metadata(task, cfg, model, size, out_shape, pose_flip)
+    written: Dict[str, str] = {}
+    meta_json = json.dumps(meta)
+    if 'pt2' in formats:
+        path = osp.join(out_dir, f'{name}.pt2')
+        torch.export.save(program, path, extra_files={_PT2_EXTRA: meta_json})
+        with open(path + '.json', 'w') as f:
+            json.dump(meta, f, indent=1)
+        written['pt2'] = path
+        written['pt2_json'] = path + '.json'
+    if 'onnx' in formats:
+        path = osp.join(out_dir, f'{name}.onnx')
+        written['onnx'] = _export_onnx(program, path, opset, meta)
+    return written
+
+
+def _export_onnx(program, path: str, opset: int, meta: dict) -> str:
+    try:
+        import onnx
+        import onnxscript  # noqa: F401  (the dynamo exporter needs it)
+    except ImportError as e:
+        raise ImportError(
+            f'ONNX export needs onnx and onnxscript ({e}); install them: '
+            'pip install onnx onnxscript onnxruntime') from None
+    onnx_program = torch.onnx.export(program, (),
+                                     dynamo=True,
+                                     opset_version=opset,
+                                     input_names=[INPUT_NAME],
+                                     output_names=[meta['output_name']],
+                                     verbose=False)
+    props = onnx_program.model.metadata_props
+    for key, value in meta.items():
+        props[key] = json.dumps(value)
+    onnx_program.save(path)
+    version = onnx.load(path, load_external_data=False).opset_import
+    got = max(o.version for o in version if o.domain in ('', 'ai.onnx'))
+    if got != opset:
+        raise RuntimeError(f'The ONNX exporter wrote opset {got} instead of '
+                           f'{opset}; use opset {DEFAULT_OPSET}.')
+    return path
+
+
+def read_metadata(path: str) -> dict:
+    """The export metadata of an ``.onnx`` or ``.pt2`` file.
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: Not an exported Sapiens model (no metadata).
+    """
+    path = str(path)
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'Exported model not found: {path}')
+    if path.endswith('.onnx'):
+        import onnx
+        model = onnx.load(path, load_external_data=False)
+        raw = {p.key: p.value for p in model.metadata_props}
+        try:
+            meta = {k: json.loads(v) for k, v in raw.items()}
+        except json.JSONDecodeError:
+            meta = {}
+    elif path.endswith('.pt2'):
+        meta = {}
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = [
+                    n for n in archive.namelist()
+                    if n.endswith(f'extra/{_PT2_EXTRA}')
+                ]
+                if names:
+                    meta = json.loads(archive.read(names[0]))
+        except zipfile.BadZipFile:
+            raise ValueError(
+                f'{path} is not a torch.export archive.') from None
+    else:
+        raise ValueError(f'{path}: expected an exported .onnx or .pt2 file.')
+    if meta.get('format') != 'sapiens_mm.export':
+        raise ValueError(
+            f'{path} has no sapiens_mm export metadata: export it with '
+            'tools/deploy/export.py.')
+    return meta

@@ -1,0 +1,259 @@
+"""Run an exported Sapiens model without sapiens_mm / OpenMMLab.
+
+Needs only numpy, OpenCV and onnxruntime (``.onnx``) or PyTorch (``.pt2``).
+Everything it needs to know (task, input size, channel order, output stride,
+heatmap codec, class names...) is read from the file's metadata, written by
+``tools/deploy/export.py``. Copy this file next to your exported model and
+run:
+
+    python run_exported.py sapiens_pose.onnx photo.jpg --out-dir out
+    python run_exported.py sapiens_seg.pt2 photo.jpg --out-dir out
+    python run_exported.py sapiens_pose.onnx photo.jpg --bbox 10 20 200 400
+
+Pre-processing (what the sapiens_mm test pipelines do):
+  * seg / depth / normal: resize the BGR image to the input size (bilinear).
+  * pose: a person box (x1, y1, x2, y2; default: the whole image) is padded
+    by ``bbox_padding`` (1.25), widened to the input aspect ratio and cut out
+    with the UDP affine warp (bilinear).
+  * the network takes float32 (N, 3, H, W) BGR 0-255; normalisation is in the
+    graph.
+
+Post-processing (what eager mmpose / mmseg do):
+  * seg: logits resized bilinearly to the input size, then to the image size,
+    argmax -> (H, W) uint8 labels.
+  * depth: same resizes -> (H, W) float32 relative depth (larger = farther).
+  * normal: same resizes, then unit length -> (H, W, 3) float32.
+  * pose: per heatmap, argmax + DARK-UDP refinement (Gaussian blur of
+    ``blur_kernel_size``, log, one Newton step), scaled from the heatmap to
+    the crop (``/(heatmap_size - 1) * input_size``), then from the crop to
+    the image -> (K, 2) keypoints in pixels and (K,) scores.
+
+Outputs in ``--out-dir``: ``<stem>.<task>.npy`` (seg, depth, normal) or
+``<stem>.pose.json`` (keypoints, scores, names).
+"""
+import argparse
+import json
+import os
+import os.path as osp
+import zipfile
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+import cv2
+import numpy as np
+
+
+# ------------------------------------------------------------------ model
+def load_model(path: str) -> Tuple[Callable[[np.ndarray], np.ndarray], dict]:
+    """``(run, metadata)``: ``run`` maps a float32 (N, 3, H, W) batch to the
+    raw float32 output."""
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'Model not found: {path}')
+    if path.endswith('.onnx'):
+        import onnxruntime as ort
+        session = ort.InferenceSession(path,
+                                       providers=['CPUExecutionProvider'])
+        raw = session.get_modelmeta().custom_metadata_map
+        meta = {k: json.loads(v) for k, v in raw.items()}
+        name = session.get_inputs()[0].name
+
+        def run(images: np.ndarray) -> np.ndarray:
+            return session.run(None, {name: images})[0]
+    elif path.endswith('.pt2'):
+        import torch
+        meta = _pt2_metadata(path)
+        module = torch.export.load(path).module()
+
+        def run(images: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return module(torch.from_numpy(images)).numpy()
+    else:
+        raise ValueError(f'{path}: expected a .onnx or .pt2 file.')
+    if meta.get('format') != 'sapiens_mm.export':
+        raise ValueError(f'{path} has no sapiens_mm export metadata.')
+    return run, meta
+
+
+def _pt2_metadata(path: str) -> dict:
+    with zipfile.ZipFile(path) as archive:
+        for name in archive.namelist():
+            if name.endswith('extra/sapiens_mm.json'):
+                return json.loads(archive.read(name))
+    if osp.isfile(path + '.json'):
+        with open(path + '.json') as f:
+            return json.load(f)
+    return {}
+
+
+# --------------------------------------------------------- pre-processing
+def resize_input(img: np.ndarray, meta: dict) -> np.ndarray:
+    """(3, H, W) float32 network input of a BGR image (dense tasks)."""
+    h, w = meta['input_size']
+    out = cv2.resize(img, (w, h), interpolation=cv2.INTER_LINEAR)
+    return out.transpose(2, 0, 1).astype(np.float32)
+
+
+def udp_warp_matrix(center: np.ndarray, scale: np.ndarray,
+                    output_size: Tuple[int, int]) -> np.ndarray:
+    """2x3 UDP affine matrix from a box (center, scale (w, h)) to an
+    ``output_size`` (w, h) crop (no rotation)."""
+    scale_x = (output_size[0] - 1) / scale[0]
+    scale_y = (output_size[1] - 1) / scale[1]
+    mat = np.zeros((2, 3), np.float32)
+    mat[0, 0] = scale_x
+    mat[0, 2] = scale_x * (-center[0] + 0.5 * scale[0])
+    mat[1, 1] = scale_y
+    mat[1, 2] = scale_y * (-center[1] + 0.5 * scale[1])
+    return mat
+
+
+def crop_person(img: np.ndarray, bbox: Sequence[float],
+                meta: dict) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(input (3, H, W), center, scale)`` of one person box (pose)."""
+    h, w = meta['input_size']
+    box = np.asarray(bbox[:4], np.float32)
+    center = (box[2:] + box[:2]) * 0.5
+    scale = (box[2:] - box[:2]) * float(meta['bbox_padding'])
+    aspect = w / h
+    if scale[0] > scale[1] * aspect:
+        scale = np.array([scale[0], scale[0] / aspect], np.float32)
+    else:
+        scale = np.array([scale[1] * aspect, scale[1]], np.float32)
+    mat = udp_warp_matrix(center, scale, (w, h))
+    crop = cv2.warpAffine(img, mat, (w, h), flags=cv2.INTER_LINEAR)
+    return crop.transpose(2, 0, 1).astype(np.float32), center, scale
+
+
+# -------------------------------------------------------- post-processing
+def _resize_maps(out: np.ndarray, meta: dict,
+                 image_hw: Tuple[int, int]) -> np.ndarray:
+    """(C, h, w) -> (H_img, W_img, C): bilinear to the input size, then to
+    the image size (half-pixel centres, as torch's align_corners=False)."""
+    in_h, in_w = meta['input_size']
+    maps = out.transpose(1, 2, 0)
+    maps = cv2.resize(maps, (in_w, in_h), interpolation=cv2.INTER_LINEAR)
+    maps = cv2.resize(maps, (image_hw[1], image_hw[0]),
+                      interpolation=cv2.INTER_LINEAR)
+    return maps.reshape(image_hw[0], image_hw[1], -1)
+
+
+def decode_heatmaps(heatmaps: np.ndarray,
+                    meta: dict) -> Tuple[np.ndarray, np.ndarray]:
+    """UDP heatmap decoding: (K, h, w) -> keypoints (K, 2) in crop pixels
+    and scores (K,)."""
+    k, h, w = heatmaps.shape
+    flat = heatmaps.reshape(k, -1)
+    idx = np.argmax(flat, axis=1)
+    scores = flat[np.arange(k), idx]
+    locs = np.stack([idx % w, idx // w], axis=-1).astype(np.float32)
+    locs[scores <= 0] = -1
+    # DARK-UDP: blur (rescaled to the original peak), log, Newton step
+    ks = int(meta['codec']['blur_kernel_size'])
+    border = (ks - 1) // 2
+    blurred = np.empty_like(heatmaps, dtype=np.float32)
+    for i in range(k):
+        padded = np.zeros((h + 2 * border, w + 2 * border), np.float32)
+        padded[border:-border, border:-border] = heatmaps[i]
+        padded = cv2.GaussianBlur(padded, (ks, ks), 0)
+        blurred[i] = padded[border:-border, border:-border]
+        blurred[i] *= heatmaps[i].max() / blurred[i].max()
+    np.clip(blurred, 1e-3, 50., blurred)
+    np.log(blurred, blurred)
+    pad = np.pad(blurred, ((0, 0), (1, 1), (1, 1)), mode='edge').ravel()
+    index = (locs[:, 0] + 1 + (locs[:, 1] + 1) * (w + 2) + (w + 2) *
+             (h + 2) * np.arange(k)).astype(int)
+    i_ = pad[index]
+    ix1, ix1_ = pad[index + 1], pad[index - 1]
+    iy1, iy1_ = pad[index + w + 2], pad[index - w - 2]
+    ix1y1, ix1_y1_ = pad[index + w + 3], pad[index - w - 3]
+    dx, dy = 0.5 * (ix1 - ix1_), 0.5 * (iy1 - iy1_)
+    dxx = ix1 - 2 * i_ + ix1_
+    dyy = iy1 - 2 * i_ + iy1_
+    dxy = 0.5 * (ix1y1 - ix1 - iy1 + i_ + i_ - ix1_ - iy1_ + ix1_y1_)
+    hessian = np.stack([dxx, dxy, dxy, dyy], axis=1).reshape(k, 2, 2)
+    hessian = np.linalg.inv(hessian + np.finfo(np.float32).eps * np.eye(2))
+    locs -= np.einsum('kmn,kn->km', hessian, np.stack([dx, dy], axis=1))
+    hm_w, hm_h = meta['codec']['heatmap_size']
+    locs = locs / [hm_w - 1, hm_h - 1] * meta['codec']['input_size']
+    return locs.astype(np.float32), scores.astype(np.float32)
+
+
+# ----------------------------------------------------------------- driver
+def predict(run: Callable,
+            meta: dict,
+            img: np.ndarray,
+            bboxes: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
+    """Predictions of one BGR uint8 image.
+
+    Returns:
+        pose: ``keypoints`` (N, K, 2) image pixels and ``keypoint_scores``
+        (N, K) for the N boxes (default: the whole image); seg ``labels``
+        (H, W) uint8; depth ``depth`` (H, W); normal ``normal`` (H, W, 3).
+    """
+    task = meta['task']
+    hw = img.shape[:2]
+    if task == 'pose':
+        if bboxes is None:
+            bboxes = np.array([[0, 0, hw[1], hw[0]]], np.float32)
+        crops = [crop_person(img, box, meta) for box in bboxes]
+        heatmaps = run(np.stack([c[0] for c in crops]))
+        in_w, in_h = meta['codec']['input_size']
+        kpts, scores = [], []
+        for hm, (_, center, scale) in zip(heatmaps, crops):
+            k, s = decode_heatmaps(hm, meta)
+            kpts.append(k / [in_w, in_h] * scale + center - 0.5 * scale)
+            scores.append(s)
+        kpts, scores = np.stack(kpts), np.stack(scores)
+        if 'output_keypoint_indices' in meta:
+            sel = meta['output_keypoint_indices']
+            kpts, scores = kpts[:, sel], scores[:, sel]
+        return dict(keypoints=kpts.astype(np.float32),
+                    keypoint_scores=scores.astype(np.float32))
+    out = run(resize_input(img, meta)[None])[0]
+    maps = _resize_maps(out, meta, hw)
+    if task == 'seg':
+        return dict(labels=maps.argmax(axis=-1).astype(np.uint8))
+    if task == 'depth':
+        return dict(depth=maps[..., 0].astype(np.float32))
+    norm = np.maximum(np.linalg.norm(maps, axis=-1, keepdims=True), 1e-12)
+    return dict(normal=(maps / norm).astype(np.float32))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    p = argparse.ArgumentParser(
+        description='Run an exported Sapiens .onnx / .pt2 model on images '
+        'with numpy, OpenCV and onnxruntime / torch only.')
+    p.add_argument('model', help='exported .onnx or .pt2 file')
+    p.add_argument('images', nargs='+', help='image files')
+    p.add_argument('--out-dir',
+                   default='outputs',
+                   help='output folder (default: %(default)s)')
+    p.add_argument('--bbox',
+                   type=float,
+                   nargs=4,
+                   action='append',
+                   metavar=('X1', 'Y1', 'X2', 'Y2'),
+                   help='pose: a person box in pixels (repeat for more; '
+                   'default: the whole image)')
+    args = p.parse_args(argv)
+    run, meta = load_model(args.model)
+    os.makedirs(args.out_dir, exist_ok=True)
+    bboxes = np.asarray(args.bbox, np.float32) if args.bbox else None
+    for path in args.images:
+        img = cv2.imread(path, cv2.IMREAD_COLOR)
+        if img is None:
+            raise SystemExit(f'Cannot read image {path}.')
+        pred = predict(run, meta, img, bboxes)
+        stem = osp.join(args.out_dir, osp.splitext(osp.basename(path))[0])
+        if meta['task'] == 'pose':
+            with open(f'{stem}.pose.json', 'w') as f:
+                json.dump(
+                    dict(keypoint_names=meta.get('keypoint_names'),
+                         keypoints=pred['keypoints'].tolist(),
+                         keypoint_scores=pred['keypoint_scores'].tolist()), f)
+        else:
+            np.save(f'{stem}.{meta["task"]}.npy', next(iter(pred.values())))
+        print(f'{path}: {meta["task"]} -> {stem}.*')
+
+
+if __name__ == '__main__':
+    main()
