@@ -10,6 +10,7 @@ and a ``pos_embed`` load hook that turns a pretraining embedding (cls token +
 import math
 from typing import Literal, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.utils.checkpoint as cp
@@ -120,6 +121,13 @@ class SapiensVisionTransformer(VisionTransformer):
             patch_cfg=dict(patch_cfg or {}),
             **kwargs)
         self.with_cp = with_cp
+        # mmpretrain spreads the stochastic-depth rates with np.linspace:
+        # numpy scalars make torch.compile guard on (and, under
+        # inference_mode, fail on) ``drop_prob``. Plain floats behave the
+        # same in eager mode.
+        for module in self.modules():
+            if isinstance(getattr(module, 'drop_prob', None), np.generic):
+                module.drop_prob = float(module.drop_prob)
 
     # ------------------------------------------------------------------ init
     def init_weights(self) -> None:
