@@ -171,3 +171,29 @@ def test_worker_errors_reach_the_caller_and_threads_stop(seg, monkeypatch):
     while threading.active_count() > before and time.time() < deadline:
         time.sleep(0.05)
     assert threading.active_count() == before
+
+
+def test_inference_gelu_is_in_place_only_without_gradients():
+    from sapiens_mm.models.backbones.sapiens_vision_transformer import \
+        _InferenceGELU
+    torch.manual_seed(0)
+    model = build_backbone('sapiens_tiny', (64, 48))
+    gelus = [m for m in model.modules() if isinstance(m, torch.nn.GELU)]
+    assert len(gelus) == 2 and all(
+        type(m) is _InferenceGELU for m in gelus)
+    x = torch.randn(3, 5)
+    with torch.no_grad():
+        y = x.clone()
+        out = gelus[0](y)
+    assert out.data_ptr() == y.data_ptr()  # overwritten in place
+    torch.testing.assert_close(out, torch.nn.functional.gelu(x))
+    xg = x.clone().requires_grad_()
+    out = gelus[0](xg)
+    assert out.data_ptr() != xg.data_ptr()
+    torch.testing.assert_close(out, torch.nn.functional.gelu(x))
+    # training forward / backward still match a stock GELU model
+    img = torch.randn(1, 3, 64, 48)
+    model.train()
+    model(img)[0].sum().backward()
+    assert all(p.grad is not None for p in model.parameters()
+               if p.requires_grad)

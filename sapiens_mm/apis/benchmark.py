@@ -801,6 +801,9 @@ def build_parser(prog: Optional[str] = None):
     what.add_argument('--config', default=None,
                       help='a task config (pose / seg / depth / normal): '
                       'times the whole model (backbone + head)')
+    p.add_argument('--layers', type=int, default=None,
+                   help='with --arch: keep only the first N encoder layers '
+                   '(quick runs; FLOPs and limit follow)')
     p.add_argument('--checkpoint', default=None,
                    help='weights for --config (default: random)')
     p.add_argument('--img-size', type=int, nargs=2, default=(1024, 768),
@@ -899,8 +902,13 @@ def main(argv: Optional[Sequence[str]] = None,
             raise SystemExit(
                 f'Unknown --arch {args.arch!r}; choose one of '
                 f'{sorted(SapiensVisionTransformer.arch_zoo)}.')
-        model = build_backbone(args.arch, tuple(args.img_size))
-    what = args.config or args.arch
+        arch = args.arch
+        if args.layers:
+            arch = dict(SapiensVisionTransformer.arch_zoo[arch.lower()],
+                        num_layers=args.layers)
+        model = build_backbone(arch, tuple(args.img_size))
+    what = args.config or args.arch + (f' ({args.layers} layers)'
+                                       if args.layers else '')
     results = dict(model=what)
     print(f'== {what}')
     result = benchmark_model(

@@ -47,6 +47,21 @@ def _grid_for(num_tokens: int, target: Tuple[int, int]) -> Tuple[int, int]:
         'before loading.')
 
 
+class _InferenceGELU(nn.GELU):
+    """``nn.GELU`` that overwrites its input when no gradient is recorded.
+
+    In the FFN the input is the first linear layer's fresh output (tokens x
+    4C), so inference saves allocating, page-faulting and writing one such
+    tensor per layer. Training (gradients on) runs the usual out-of-place
+    op; the result is the same either way.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and x.requires_grad:
+            return super().forward(x)
+        return torch.ops.aten.gelu_(x, approximate=self.approximate)
+
+
 @MODELS.register_module()
 class SapiensVisionTransformer(VisionTransformer):
     """Sapiens ViT backbone (Khirodkar et al., ECCV 2024).
@@ -128,6 +143,14 @@ class SapiensVisionTransformer(VisionTransformer):
         for module in self.modules():
             if isinstance(getattr(module, 'drop_prob', None), np.generic):
                 module.drop_prob = float(module.drop_prob)
+        # The FFN activations work in place at inference (no parameters:
+        # state dicts are unchanged).
+        for layer in self.layers:
+            for parent in layer.ffn.modules():
+                for name, child in parent.named_children():
+                    if type(child) is nn.GELU:
+                        setattr(parent, name,
+                                _InferenceGELU(approximate=child.approximate))
 
     # ------------------------------------------------------------------ init
     def init_weights(self) -> None:
