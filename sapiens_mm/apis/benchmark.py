@@ -519,8 +519,9 @@ def benchmark_model(model: nn.Module,
             same arch and weights (backbone, or the task model's backbone
             swapped for it) on the same input and dtype.
         rate_repeats: Minimum calls per kernel rate measurement.
-        peak_tflops: The device's peak FLOP/s in TFLOP/s for the chosen
-            dtype (GPU); defaults to :data:`KNOWN_GPU_PEAK_TFLOPS`.
+        peak_tflops: The device's peak in TFLOP/s for the chosen dtype;
+            on a GPU it defaults to :data:`KNOWN_GPU_PEAK_TFLOPS`. Gives
+            ``peak_fraction``, the achieved share of it.
         seed: Seed of the random input.
 
     Returns:
@@ -600,7 +601,7 @@ def benchmark_model(model: nn.Module,
         achieved_over_limit=limit / stats.median,
         rates={it: (n, rates[it]) for it, n in work.items.items()},
         peak_mem=mem.peak, base_mem=mem.base, mem_exact=mem.exact)
-    if dev.type == 'cuda':
+    if dev.type == 'cuda' or peak_tflops:
         peak = peak_tflops or gpu_peak_tflops(dev)
         result['peak_tflops'] = peak
         result['peak_fraction'] = (flops / stats.median / 1e12 / peak
@@ -741,7 +742,7 @@ def format_report(result: dict) -> str:
     if result.get('peak_tflops') is not None or 'peak_fraction' in result:
         if result.get('peak_fraction') is not None:
             lines.append(
-                f"GPU peak            {result['peak_tflops']:.0f} TFLOP/s; "
+                f"device peak         {result['peak_tflops']:.4g} TFLOP/s; "
                 f"achieved {100 * result['peak_fraction']:.1f} % of it")
         else:
             lines.append('GPU peak            unknown (pass --peak-tflops)')
