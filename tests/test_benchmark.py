@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from test_inferencer import TINY, image, small_cfg
 from torch.utils.flop_counter import FlopCounterMode
 
 from sapiens_mm.apis import SapiensInferencer
@@ -19,7 +20,6 @@ from sapiens_mm.apis.benchmark import (
     PeakMemory,
     TimingStats,
     Work,
-    WorkItem,
     benchmark_model,
     build_backbone,
     build_stock_backbone,
@@ -30,7 +30,6 @@ from sapiens_mm.apis.benchmark import (
     main,
     measure_rates,
 )
-from test_inferencer import TINY, image, small_cfg
 
 C, FFN, LAYERS, HEADS = 64, 128, 2, 2  # sapiens_tiny
 
@@ -146,7 +145,7 @@ def test_benchmark_and_stock_comparison(dtype, precision):
     result = benchmark_model(
         tiny(), batch_size=2, img_size=(64, 48), dtype=dtype,
         precision=precision, warmup=0, repeats=2, compare_stock=True,
-        rate_repeats=1)
+        rate_min_time=0)
     lat = result['latency']
     assert len(lat.times) == 2
     assert result['images_per_s'] == pytest.approx(2 / lat.median)

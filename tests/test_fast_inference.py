@@ -21,10 +21,10 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from test_inferencer import image, small_cfg
 
 from sapiens_mm.apis import SapiensInferencer
 from sapiens_mm.apis.benchmark import build_backbone
-from test_inferencer import image, small_cfg
 
 BF16_MAX_REL, BF16_MEAN_REL = 0.025, 0.015
 
@@ -174,8 +174,7 @@ def test_worker_errors_reach_the_caller_and_threads_stop(seg, monkeypatch):
 
 
 def test_inference_gelu_is_in_place_only_without_gradients():
-    from sapiens_mm.models.backbones.sapiens_vision_transformer import \
-        _InferenceGELU
+    from sapiens_mm.models.backbones.sapiens_vision_transformer import _InferenceGELU
     torch.manual_seed(0)
     model = build_backbone('sapiens_tiny', (64, 48))
     gelus = [m for m in model.modules() if isinstance(m, torch.nn.GELU)]

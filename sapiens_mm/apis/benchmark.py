@@ -41,7 +41,8 @@ import torch.nn.functional as F
 __all__ = [
     'DTYPES', 'KNOWN_GPU_PEAK_TFLOPS', 'WorkItem', 'Work', 'TimingStats',
     'build_backbone', 'build_stock_backbone', 'build_task_model',
-    'count_work', 'measure_rates', 'limit_seconds', 'time_callable',
+    'count_work', 'kernel_calls', 'measure_rates', 'limit_seconds',
+    'time_callable',
     'PeakMemory', 'benchmark_model', 'end_to_end',
     'gpu_peak_tflops', 'format_report'
 ]
@@ -328,51 +329,61 @@ def time_callable(fn: Callable[[], object], device: torch.device,
     return TimingStats(times)
 
 
+def kernel_calls(work: Work,
+                 device: torch.device) -> Dict[WorkItem, Callable[[], object]]:
+    """One callable per distinct call of ``work`` that runs the kernel on
+    random inputs of the recorded shape and dtype.
+
+    Matmuls run ``F.linear(x (M, K), w (N, K), bias (N))``; attention runs
+    the recorded attention function on q, k, v rebuilt with the recorded
+    sizes, strides and storage sharing.
+    """
+    calls = {}
+    gen = torch.Generator(device=device).manual_seed(0)
+    for item in work.items:
+        if item.kind == 'matmul':
+            m, k, n = item.shape
+            x = torch.randn(m, k, generator=gen, device=device,
+                            dtype=item.dtype)
+            w = torch.randn(n, k, generator=gen, device=device,
+                            dtype=item.dtype) / math.sqrt(k)
+            b = torch.randn(n, generator=gen, device=device,
+                            dtype=item.dtype)
+
+            def fn(x=x, w=w, b=b):
+                with torch.inference_mode():
+                    return F.linear(x, w, b)
+        else:
+            # q, k, v share one storage when the model's did (views of one
+            # qkv projection output).
+            bases: Dict[int, torch.Tensor] = {}
+            tensors = []
+            for size, stride, offset, numel, group in item.shape:
+                if group not in bases:
+                    bases[group] = torch.randn(
+                        numel, generator=gen, device=device,
+                        dtype=item.dtype)
+                tensors.append(bases[group].as_strided(size, stride, offset))
+            attn = work.attention_fns[item]
+
+            def fn(t=tuple(tensors), attn=attn):
+                with torch.inference_mode():
+                    return attn(*t)
+        calls[item] = fn
+    return calls
+
+
 def measure_rates(work: Work, device: torch.device, repeats: int = 3,
                   min_time: float = 0.2) -> Dict[WorkItem, float]:
-    """FLOP/s this machine reaches on each distinct call of ``work``.
-
-    Matmuls run ``F.linear(x (M, K), w (N, K), bias (N))`` in the call's
-    dtype; attention runs the recorded attention function on random q, k,
-    v rebuilt with the recorded sizes, strides and storage sharing. Each
-    rate is FLOPs / median time (one warm-up call, then at least ``repeats``
-    calls and ``min_time`` seconds).
-    """
-    rates = {}
-    gen = torch.Generator(device=device).manual_seed(0)
-    with torch.inference_mode():
-        for item in work.items:
-            if item.kind == 'matmul':
-                m, k, n = item.shape
-                x = torch.randn(m, k, generator=gen, device=device,
-                                dtype=item.dtype)
-                w = torch.randn(n, k, generator=gen, device=device,
-                                dtype=item.dtype) / math.sqrt(k)
-                b = torch.randn(n, generator=gen, device=device,
-                                dtype=item.dtype)
-
-                def fn(x=x, w=w, b=b):
-                    return F.linear(x, w, b)
-            else:
-                # q, k, v share one storage when the model's did (views
-                # of one qkv projection output).
-                bases: Dict[int, torch.Tensor] = {}
-                tensors = []
-                for size, stride, offset, numel, group in item.shape:
-                    if group not in bases:
-                        bases[group] = torch.randn(
-                            numel, generator=gen, device=device,
-                            dtype=item.dtype)
-                    tensors.append(bases[group].as_strided(
-                        size, stride, offset))
-                attn = work.attention_fns[item]
-
-                def fn(t=tuple(tensors), attn=attn):
-                    return attn(*t)
-            stats = time_callable(fn, device, warmup=1, repeats=repeats,
-                                  min_time=min_time)
-            rates[item] = item.flops / stats.median
-    return rates
+    """FLOP/s this machine reaches on each distinct call of ``work``
+    (:func:`kernel_calls`): FLOPs / median time of at least ``repeats``
+    calls and ``min_time`` seconds, after one warm-up call."""
+    return {
+        item: item.flops / time_callable(fn, device, warmup=1,
+                                         repeats=repeats,
+                                         min_time=min_time).median
+        for item, fn in kernel_calls(work, device).items()
+    }
 
 
 def limit_seconds(work: Work, rates: Dict[WorkItem, float],
@@ -495,7 +506,7 @@ def benchmark_model(model: nn.Module,
                     repeats: int = 3,
                     compile: bool = False,
                     compare_stock: bool = False,
-                    rate_repeats: int = 3,
+                    rate_min_time: float = 0.1,
                     peak_tflops: Optional[float] = None,
                     seed: int = 0) -> dict:
     """Time a model, compute its limit and optionally compare with stock.
@@ -510,15 +521,16 @@ def benchmark_model(model: nn.Module,
             and input in ``dtype``, no autocast) or ``'autocast'``
             (``torch.autocast``, fp32 weights).
         device: ``'cpu'``, ``'cuda'``, ``'cuda:N'``.
-        warmup: Untimed forward passes before timing (also pays for
-            ``torch.compile``).
+        warmup: Untimed forward passes before timing, counting the one
+            that records the FLOPs (without ``compile``); the compiled model
+            gets all of them, the first one pays for the compilation.
         repeats: Timed forward passes.
         compile: ``torch.compile`` the backbone (in place) before timing;
             the warm-up pays for the compilation (give ``warmup >= 1``).
         compare_stock: Also time mmpretrain's ``VisionTransformer`` with the
             same arch and weights (backbone, or the task model's backbone
             swapped for it) on the same input and dtype.
-        rate_repeats: Minimum calls per kernel rate measurement.
+        rate_min_time: Seconds each kernel is timed for in each round.
         peak_tflops: The device's peak in TFLOP/s for the chosen dtype;
             on a GPU it defaults to :data:`KNOWN_GPU_PEAK_TFLOPS`. Gives
             ``peak_fraction``, the achieved share of it.
@@ -578,14 +590,57 @@ def benchmark_model(model: nn.Module,
                 return fwd(x)
         return run
 
-    work = count_work(model, runner(model))
+    # The counting pass is also the first warm-up pass (a forward pass of
+    # a big model in emulated bf16 takes minutes) and gives the output.
+    eager = runner(model)
+    outs = []
+    work = count_work(model, lambda: outs.append(eager()))
+    out = _first_tensor(outs.pop()).float()
     if compile:  # in place: keeps ``_forward`` / ``backbone`` reachable
         getattr(model, 'backbone', model).compile()
     run = runner(model)
-    with PeakMemory(dev) as mem:
-        stats = time_callable(run, dev, warmup=warmup, repeats=repeats)
-    out = _first_tensor(run()).float()
-    rates = measure_rates(work, dev, repeats=rate_repeats)
+    kernels = kernel_calls(work, dev)
+    stock_run, stock_outs = None, []
+    if stock is not None:
+        stock = _prepare(stock, dev, torch_dtype, precision)
+        stock_fwd = runner(stock)
+
+        def stock_run():
+            stock_outs[:] = [stock_fwd()]
+
+    # Warm-up, then rounds of: our model, the stock model, one timing of
+    # each kernel. Interleaving keeps the ratios fair when other jobs load
+    # the machine unevenly over time.
+    for _ in range(warmup if compile else max(0, warmup - 1)):
+        run()
+    for _ in range(warmup if stock is not None else 0):
+        stock_run()
+    for fn in kernels.values():
+        fn()
+    _sync(dev)
+    times, stock_times = [], []
+    kernel_times: Dict[WorkItem, List[float]] = {it: [] for it in kernels}
+    peak = stock_peak = base = 0
+    exact = True
+    for _ in range(repeats):
+        with PeakMemory(dev) as mem:
+            times += time_callable(run, dev, warmup=0, repeats=1).times
+        peak, base = max(peak, mem.peak), max(base, mem.base)
+        exact = exact and mem.exact
+        if stock_run is not None:
+            with PeakMemory(dev) as mem:
+                stock_times += time_callable(stock_run, dev, warmup=0,
+                                             repeats=1).times
+            stock_peak = max(stock_peak, mem.peak)
+        for it, fn in kernels.items():
+            kernel_times[it].append(
+                time_callable(fn, dev, warmup=0, repeats=1,
+                              min_time=rate_min_time).median)
+    stats = TimingStats(times)
+    rates = {
+        it: it.flops / statistics.median(ts)
+        for it, ts in kernel_times.items()
+    }
     flops = work.flops()
     limit = limit_seconds(work, rates)
     result = dict(
@@ -600,23 +655,19 @@ def benchmark_model(model: nn.Module,
                      attention=limit_seconds(work, rates, 'attention')),
         achieved_over_limit=limit / stats.median,
         rates={it: (n, rates[it]) for it, n in work.items.items()},
-        peak_mem=mem.peak, base_mem=mem.base, mem_exact=mem.exact)
+        peak_mem=peak, base_mem=base, mem_exact=exact)
     if dev.type == 'cuda' or peak_tflops:
-        peak = peak_tflops or gpu_peak_tflops(dev)
-        result['peak_tflops'] = peak
-        result['peak_fraction'] = (flops / stats.median / 1e12 / peak
-                                   if peak else None)
-    if stock is not None:
-        stock = _prepare(stock, dev, torch_dtype, precision)
-        stock_run = runner(stock)
-        with PeakMemory(dev) as stock_mem:
-            stock_stats = time_callable(stock_run, dev, warmup=warmup,
-                                        repeats=repeats)
-        stock_out = _first_tensor(stock_run()).float()
+        peak_t = peak_tflops or gpu_peak_tflops(dev)
+        result['peak_tflops'] = peak_t
+        result['peak_fraction'] = (flops / stats.median / 1e12 / peak_t
+                                   if peak_t else None)
+    if stock_run is not None:
+        stock_stats = TimingStats(stock_times)
+        stock_out = _first_tensor(stock_outs.pop()).float()
         result.update(
             stock_latency=stock_stats,
             stock_speedup=stock_stats.median / stats.median,
-            stock_peak_mem=stock_mem.peak,
+            stock_peak_mem=stock_peak,
             stock_max_abs_diff=float((out - stock_out).abs().max()))
     return result
 
