@@ -678,12 +678,13 @@ def end_to_end(inferencer, folder: str, out_dir: str,
     """Folder throughput of a :class:`SapiensInferencer` against the
     model-only throughput of its task models at the same batch size.
 
-    The inferencer runs once on the first ``warmup_images`` images, then on
-    the whole folder (decode, pre-processing, models, post-processing,
-    writing to ``out_dir``). Model-only time: ``repeats`` timed tensor-mode
-    forward passes of each task model on a pre-processed batch of
-    ``batch_size`` images from the folder, with the inferencer's device,
-    dtype and compile setting.
+    The inferencer runs once on the first ``warmup_images`` images (warm-up),
+    then on the whole folder (decode, pre-processing, models,
+    post-processing, writing to ``out_dir``). Model-only time: ``repeats``
+    timed tensor-mode forward passes of each task model on a pre-processed
+    batch of ``batch_size`` images from the folder, with the inferencer's
+    device, dtype and compile setting, half of them before and half after
+    the folder run.
 
     Returns:
         dict: ``images``, ``e2e_s`` (total wall time), ``e2e_images_per_s``,
@@ -709,18 +710,6 @@ def end_to_end(inferencer, folder: str, out_dir: str,
         raise ValueError(f'No image ({", ".join(IMAGE_EXTENSIONS)}) in '
                          f'{folder}.')
     dev = inferencer.device
-    # Warm-up: the first call pays for allocations (and torch.compile).
-    list(inferencer.stream(files[:max(1, warmup_images)], out_dir=out_dir,
-                           batch_size=batch_size, show_progress=False))
-    _sync(dev)
-    start = time.perf_counter()
-    n = 0
-    for _ in inferencer.stream(folder, out_dir=out_dir, batch_size=batch_size,
-                               show_progress=False):
-        n += 1
-    _sync(dev)
-    e2e = time.perf_counter() - start
-
     images = [_read_image(f) for f in files[:batch_size]]
     while len(images) < batch_size:
         images.append(images[len(images) % len(files)])
@@ -730,16 +719,33 @@ def end_to_end(inferencer, folder: str, out_dir: str,
         data = tm.model.data_preprocessor(
             pseudo_collate([tm.pipeline(dict(img=img)) for img in images]),
             False)
-        inputs = data['inputs']
-        forwards.append((tm, inputs))
+        forwards.append((tm, data['inputs']))
 
-    def run():
+    def model_only():
         with torch.inference_mode():
             for tm, inputs in forwards:
                 with tm.autocast():
                     tm.model._forward(inputs)
 
-    stats = time_callable(run, dev, warmup=1, repeats=repeats)
+    # Warm-up (allocations, torch.compile): the inferencer on the first
+    # images. Model-only runs are split before and after the folder run so
+    # that both see the same (possibly varying) machine load.
+    list(inferencer.stream(files[:max(1, warmup_images)], out_dir=out_dir,
+                           batch_size=batch_size, show_progress=False))
+    before = max(1, repeats // 2)
+    model_times = time_callable(model_only, dev, warmup=0,
+                                repeats=before).times
+    _sync(dev)
+    start = time.perf_counter()
+    n = 0
+    for _ in inferencer.stream(folder, out_dir=out_dir, batch_size=batch_size,
+                               show_progress=False):
+        n += 1
+    _sync(dev)
+    e2e = time.perf_counter() - start
+    model_times += time_callable(model_only, dev, warmup=0,
+                                 repeats=max(1, repeats - before)).times
+    stats = TimingStats(model_times)
     model_ips = batch_size / stats.median
     e2e_ips = n / e2e
     return dict(images=n, e2e_s=e2e, e2e_images_per_s=e2e_ips,
