@@ -187,6 +187,8 @@ def test_bad_arguments():
         main(['--arch', 'sapiens_9b'])
     with pytest.raises(SystemExit, match='--checkpoint goes with --config'):
         main(['--arch', 'sapiens_tiny', '--checkpoint', 'x.pth'])
+    with pytest.raises(SystemExit, match='--e2e-only needs --end-to-end'):
+        main(['--arch', 'sapiens_tiny', '--e2e-only'])
 
 
 def _folder(tmp_path, n=3):

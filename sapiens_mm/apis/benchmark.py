@@ -898,6 +898,9 @@ def build_parser(prog: Optional[str] = None):
                    help='dense task config the inferencer runs (default: '
                    'with --config that config, else the Goliath body-part '
                    'segmentation config of --arch)')
+    e.add_argument('--e2e-only', action='store_true',
+                   help='skip the model-only benchmark of --arch / --config '
+                   '(the end-to-end run times its own model-only passes)')
     e.add_argument('--e2e-images', type=int, default=None,
                    help='use only the first N images of FOLDER')
     e.add_argument('--out-dir', default=None,
@@ -949,8 +952,12 @@ def main(argv: Optional[Sequence[str]] = None,
     if args.threads:
         torch.set_num_threads(args.threads)
     device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    if args.e2e_only and not args.end_to_end:
+        raise SystemExit('--e2e-only needs --end-to-end FOLDER.')
+    model = None
     if args.config:
-        model = build_task_model(args.config, args.checkpoint)
+        if not args.e2e_only:
+            model = build_task_model(args.config, args.checkpoint)
     else:
         if args.checkpoint:
             raise SystemExit('--checkpoint goes with --config.')
@@ -964,19 +971,22 @@ def main(argv: Optional[Sequence[str]] = None,
         if args.layers:
             arch = dict(SapiensVisionTransformer.arch_zoo[arch.lower()],
                         num_layers=args.layers)
-        model = build_backbone(arch, tuple(args.img_size))
+        if not args.e2e_only:
+            model = build_backbone(arch, tuple(args.img_size))
     what = args.config or args.arch + (f' ({args.layers} layers)'
                                        if args.layers else '')
     results = dict(model=what)
-    print(f'== {what}')
-    result = benchmark_model(
-        model, batch_size=args.batch_size, img_size=tuple(args.img_size),
-        dtype=args.dtype, precision='autocast' if args.autocast else 'cast',
-        device=device, warmup=args.warmup, repeats=args.repeats,
-        compile=args.compile, compare_stock=args.compare_stock,
-        peak_tflops=args.peak_tflops)
-    print(format_report(result), flush=True)
-    results['model_only'] = _jsonable(result)
+    if not args.e2e_only:
+        print(f'== {what}')
+        result = benchmark_model(
+            model, batch_size=args.batch_size,
+            img_size=tuple(args.img_size), dtype=args.dtype,
+            precision='autocast' if args.autocast else 'cast',
+            device=device, warmup=args.warmup, repeats=args.repeats,
+            compile=args.compile, compare_stock=args.compare_stock,
+            peak_tflops=args.peak_tflops)
+        print(format_report(result), flush=True)
+        results['model_only'] = _jsonable(result)
     del model
     if args.end_to_end:
         from sapiens_mm.apis.inferencer import SapiensInferencer
