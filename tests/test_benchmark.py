@@ -237,3 +237,15 @@ def test_cli_prints_and_writes_json(tmp_path, capsys):
     assert model_only['achieved_over_limit'] > 0
     assert math.isclose(model_only['stock_max_abs_diff'], 0.0)
     assert {r['kind'] for r in model_only['rates']} == {'matmul', 'attention'}
+
+
+def test_help_lists_the_options():
+    from sapiens_mm.apis.benchmark import build_parser
+    text = build_parser('benchmark.py').format_help()
+    for flag in ('--arch', '--config', '--checkpoint', '--img-size',
+                 '--batch-size', '--dtype', '--autocast', '--device',
+                 '--threads', '--warmup', '--repeats', '--compile',
+                 '--compare-stock', '--peak-tflops', '--end-to-end',
+                 '--e2e-config', '--e2e-only', '--e2e-images', '--out-dir',
+                 '--layers', '--json'):
+        assert flag in text, flag
