@@ -65,6 +65,9 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     r.add_argument('--dtype', choices=('fp32', 'bf16', 'fp16'),
                    default='fp32', help='precision (autocast; default: '
                    '%(default)s)')
+    r.add_argument('--compile', action='store_true',
+                   help='torch.compile the backbones (the first batch pays '
+                   'for the compilation)')
     r.add_argument('--max-frames', type=int, default=None,
                    help='read at most this many frames of each video / '
                    'webcam')
@@ -172,6 +175,7 @@ def main(argv: Optional[Sequence[str]] = None,
         device=args.device,
         batch_size=args.batch_size,
         dtype=args.dtype,
+        compile=args.compile,
         detector=args.detector,
         det_config=args.det_config,
         det_checkpoint=args.det_checkpoint,

@@ -20,11 +20,15 @@ import copy
 import json
 import os
 import os.path as osp
+import queue
 import re
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import (
     Dict,
+    Iterable,
     Iterator,
     List,
     Literal,
@@ -184,18 +188,95 @@ class _TaskModel:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)
 
+    def prepare(self, data_infos: List[dict]) -> List[dict]:
+        """Run the test pipeline on ``data_infos`` (thread-safe: the
+        inferencer calls it in a worker thread while a model runs)."""
+        return [self.pipeline(info) for info in data_infos]
+
     @torch.no_grad()
+    def run(self, packed: List[dict], batch_size: int) -> list:
+        """Run the model on pipeline outputs in batches of ``batch_size``."""
+        samples = []
+        for start in range(0, len(packed), batch_size):
+            with self.autocast():
+                samples.extend(
+                    self.model.test_step(
+                        pseudo_collate(packed[start:start + batch_size])))
+        return samples
+
     def predict(self, data_infos: List[dict], batch_size: int) -> list:
         """Run the pipeline and the model on ``data_infos`` in batches."""
-        samples = []
-        for start in range(0, len(data_infos), batch_size):
-            chunk = [
-                self.pipeline(info)
-                for info in data_infos[start:start + batch_size]
-            ]
-            with self.autocast():
-                samples.extend(self.model.test_step(pseudo_collate(chunk)))
-        return samples
+        return self.run(self.prepare(data_infos), batch_size)
+
+    def compile(self) -> None:
+        """``torch.compile`` the backbone in place (the first forward pass
+        at each new input shape compiles it)."""
+        self.model.backbone.compile()
+
+
+def _splits_pipeline(tm) -> bool:
+    """Whether a task model's pre-processing can run apart from its model
+    (``prepare`` / ``run``; a subclass that overrides ``predict`` alone
+    keeps its own flow)."""
+    return type(tm).predict is _TaskModel.predict
+
+
+def _prepare_task(tm, infos: List[dict]) -> list:
+    return tm.prepare(infos) if _splits_pipeline(tm) else infos
+
+
+def _run_task(tm, prepared: list, batch_size: int) -> list:
+    if _splits_pipeline(tm):
+        return tm.run(prepared, batch_size)
+    return tm.predict(prepared, batch_size)
+
+
+_DONE = object()
+
+
+def _in_background(items: Iterator, depth: int = 2) -> Iterator:
+    """Iterate ``items`` in a worker thread, up to ``depth`` items ahead of
+    the consumer. An exception of ``items`` is raised in the consumer;
+    closing the returned generator stops the worker."""
+    buf: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(entry) -> bool:
+        while not stop.is_set():
+            try:
+                buf.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+            put((_DONE, None))
+        except BaseException as e:  # noqa: B036 (re-raised by the consumer)
+            put((_DONE, e))
+        finally:
+            close = getattr(items, 'close', None)
+            if close is not None:
+                close()  # e.g. releases an open video
+
+    worker = threading.Thread(target=work, name='sapiens-prefetch',
+                              daemon=True)
+    worker.start()
+    try:
+        while True:
+            item, error = buf.get()
+            if item is _DONE:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
+        worker.join()
 
 
 class _ExportedTaskModel(_TaskModel):
@@ -371,6 +452,10 @@ class SapiensInferencer:
             pass. Defaults to 1. Results do not depend on it.
         dtype: ``'fp32'``, ``'bf16'`` or ``'fp16'`` (autocast; fp16 is for
             GPUs). Defaults to ``'fp32'``.
+        compile: ``torch.compile`` each model's backbone (the first batch at
+            each input size pays for the compilation; needs a C++ compiler
+            on CPU). Outputs match eager within float rounding (see
+            ``tests/test_fast_inference.py``). Defaults to False.
         detector: Person detector of the pose task when no mmdet config is
             given: ``'hog'`` (OpenCV HOG pedestrian detector, the default),
             ``'haar'`` (OpenCV full-body cascade), ``'none'`` or a
@@ -386,6 +471,13 @@ class SapiensInferencer:
     Person boxes come from, in order: boxes given to ``__call__``; else the
     detector (score >= ``bbox_thr``, NMS); else the whole image. Keypoints
     are returned in original image pixels.
+
+    Decoding, person detection and pre-processing of the next batch run in
+    a worker thread while the models run on the current one, and the
+    previous batch's results are written in another (OpenCV and PyTorch
+    release the GIL); results are still yielded in input order, each once
+    its files are written. With ``show`` everything runs in the calling
+    thread (OpenCV windows need it).
     """
 
     def __init__(self,
@@ -395,6 +487,7 @@ class SapiensInferencer:
                  device: Optional[str] = None,
                  batch_size: int = 1,
                  dtype: Literal['fp32', 'bf16', 'fp16'] = 'fp32',
+                 compile: bool = False,
                  detector: Union[str, PersonDetector, None] = 'hog',
                  det_config: Optional[Union[str, Config]] = None,
                  det_checkpoint: Optional[str] = None,
@@ -430,6 +523,9 @@ class SapiensInferencer:
                     task, cfg, checkpoint, state_dict, self.device,
                     self.dtype, info)
         self.tasks = tuple(t for t in TASKS if t in self.task_models)
+        if compile:
+            for tm in self.task_models.values():
+                tm.compile()
         self.detector = None
         if 'pose' in self.tasks:
             self.detector = build_person_detector(detector, det_config,
@@ -785,20 +881,40 @@ class SapiensInferencer:
         writers: Dict[Tuple[int, str], tuple] = {}
         bar = tqdm(total=total, desc='Sapiens inference', unit='img',
                    disable=not show_progress or total == 1)
+        overlap = not show
+        batches = self._prepared_batches(sources, max_frames, bar,
+                                         batch_size, user_boxes)
+        if overlap:
+            batches = _in_background(batches)
+        writer_pool = ThreadPoolExecutor(
+            1, thread_name_prefix='sapiens-write') if overlap else None
+        pending: Optional[Future] = None
         try:
-            batch: List[_Frame] = []
-            for frame in self._frames(sources, max_frames, bar):
-                batch.append(frame)
-                if len(batch) == batch_size:
-                    yield from self._process(batch, user_boxes, batch_size,
-                                             writers, opts, bar)
-                    batch = []
-            if batch:
-                yield from self._process(batch, user_boxes, batch_size,
-                                         writers, opts, bar)
+            for prepared in batches:
+                batch = prepared['batch']
+                preds = self.run_prepared(prepared, batch_size)
+                if writer_pool is None:
+                    for frame, pred in zip(batch, preds):
+                        result = self.postprocess(frame, pred, writers, opts)
+                        bar.update(1)
+                        yield result
+                    continue
+                # Write this batch while the next one runs; hand out the
+                # previous batch's results (their files are written).
+                future = writer_pool.submit(self._postprocess_batch, batch,
+                                            preds, writers, opts)
+                if pending is not None:
+                    yield from self._finished(pending, bar)
+                pending = future
+            if pending is not None:
+                done, pending = pending, None
+                yield from self._finished(done, bar)
         except _StopRequested:
             return
         finally:
+            batches.close()
+            if writer_pool is not None:
+                writer_pool.shutdown(wait=True)
             bar.close()
             for writer, _ in writers.values():
                 writer.release()
@@ -806,11 +922,28 @@ class SapiensInferencer:
                 cv2.destroyAllWindows()
 
     # ------------------------------------------------------------ steps
-    def _process(self, batch: List[_Frame], user_boxes, batch_size: int,
-                 writers: dict, opts: dict, bar: tqdm) -> Iterator[dict]:
-        preds = self.forward(batch, user_boxes, batch_size)
-        for frame, pred in zip(batch, preds):
-            result = self.postprocess(frame, pred, writers, opts)
+    def _prepared_batches(self, sources: List[_Source],
+                          max_frames: Optional[int], bar: tqdm,
+                          batch_size: int, user_boxes) -> Iterator[dict]:
+        batch: List[_Frame] = []
+        for frame in self._frames(sources, max_frames, bar):
+            batch.append(frame)
+            if len(batch) == batch_size:
+                yield self.prepare(batch, user_boxes)
+                batch = []
+        if batch:
+            yield self.prepare(batch, user_boxes)
+
+    def _postprocess_batch(self, batch: List[_Frame], preds: List[dict],
+                           writers: dict, opts: dict) -> List[dict]:
+        return [
+            self.postprocess(frame, pred, writers, opts)
+            for frame, pred in zip(batch, preds)
+        ]
+
+    @staticmethod
+    def _finished(future: Future, bar: tqdm) -> Iterable[dict]:
+        for result in future.result():
             bar.update(1)
             yield result
 
@@ -818,13 +951,32 @@ class SapiensInferencer:
                 batch_size: int) -> List[dict]:
         """Predictions of every task for a batch of frames (raw data
         samples under ``'_samples'``)."""
-        preds: List[dict] = [dict(_samples={}) for _ in batch]
+        return self.run_prepared(self.prepare(batch, user_boxes), batch_size)
+
+    def prepare(self, batch: List[_Frame], user_boxes) -> dict:
+        """Pre-processing of a batch of frames, model-free (the stream runs
+        it in a worker thread): each dense task's test pipeline, and for
+        pose the person boxes (detector) and crops."""
         images = [f.image for f in batch]
+        prepared = dict(batch=batch, dense={}, pose=None)
+        for task in ('seg', 'depth', 'normal'):
+            if task in self.task_models:
+                prepared['dense'][task] = _prepare_task(
+                    self.task_models[task], [dict(img=img) for img in images])
+        if 'pose' in self.task_models:
+            prepared['pose'] = self._prepare_pose(batch, user_boxes)
+        return prepared
+
+    def run_prepared(self, prepared: dict, batch_size: int) -> List[dict]:
+        """Run the models on a :meth:`prepare` output: the predictions of
+        every task per frame (raw data samples under ``'_samples'``)."""
+        batch = prepared['batch']
+        preds: List[dict] = [dict(_samples={}) for _ in batch]
         for task in ('seg', 'depth', 'normal'):
             if task not in self.task_models:
                 continue
-            samples = self.task_models[task].predict(
-                [dict(img=img) for img in images], batch_size)
+            samples = _run_task(self.task_models[task],
+                                prepared['dense'][task], batch_size)
             for pred, sample in zip(preds, samples):
                 pred['_samples'][task] = sample
                 if task == 'seg':
@@ -843,20 +995,19 @@ class SapiensInferencer:
                     if task in pred:
                         pred[task][background] = np.nan
         if 'pose' in self.task_models:
-            self._forward_pose(batch, preds, user_boxes, batch_size)
+            self._forward_pose(prepared['pose'], preds, batch_size)
         return preds
 
-    def _forward_pose(self, batch: List[_Frame], preds: List[dict],
-                      user_boxes, batch_size: int) -> None:
+    def _prepare_pose(self, batch: List[_Frame], user_boxes) -> tuple:
         tm = self.task_models['pose']
-        infos, owners = [], []
+        infos, owners, poses = [], [], []
         for i, frame in enumerate(batch):
             boxes, scores, source = select_person_boxes(
                 frame.image, self.detector, user_boxes[frame.source.index],
                 self.bbox_thr, self.nms_thr)
-            preds[i]['pose'] = dict(
+            poses.append(dict(
                 skeleton=skeleton_name(tm.dataset_meta), bboxes=boxes,
-                bbox_scores=scores, bbox_source=source)
+                bbox_scores=scores, bbox_source=source))
             for box, score in zip(boxes, scores):
                 info = dict(img=frame.image, img_path=frame.source.name,
                             bbox=box[None].astype(np.float32),
@@ -864,7 +1015,15 @@ class SapiensInferencer:
                 info.update(tm.dataset_meta)
                 infos.append(info)
                 owners.append(i)
-        samples = tm.predict(infos, batch_size)
+        return poses, _prepare_task(tm, infos), owners
+
+    def _forward_pose(self, prepared_pose: tuple, preds: List[dict],
+                      batch_size: int) -> None:
+        tm = self.task_models['pose']
+        poses, packed, owners = prepared_pose
+        for pred, pose in zip(preds, poses):
+            pred['pose'] = pose
+        samples = _run_task(tm, packed, batch_size)
         k = int(tm.dataset_meta['num_keypoints'])
         for i, pred in enumerate(preds):
             mine = [s for s, o in zip(samples, owners) if o == i]

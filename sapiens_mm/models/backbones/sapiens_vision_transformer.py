@@ -10,6 +10,7 @@ and a ``pos_embed`` load hook that turns a pretraining embedding (cls token +
 import math
 from typing import Literal, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.utils.checkpoint as cp
@@ -44,6 +45,21 @@ def _grid_for(num_tokens: int, target: Tuple[int, int]) -> Tuple[int, int]:
         f'tokens: it is neither square nor of the model grid aspect {target}. '
         'Resize it yourself with mmpretrain.models.utils.resize_pos_embed '
         'before loading.')
+
+
+class _InferenceGELU(nn.GELU):
+    """``nn.GELU`` that overwrites its input when no gradient is recorded.
+
+    In the FFN the input is the first linear layer's fresh output (tokens x
+    4C), so inference saves allocating, page-faulting and writing one such
+    tensor per layer. Training (gradients on) runs the usual out-of-place
+    op; the result is the same either way.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and x.requires_grad:
+            return super().forward(x)
+        return torch.ops.aten.gelu_(x, approximate=self.approximate)
 
 
 @MODELS.register_module()
@@ -120,6 +136,21 @@ class SapiensVisionTransformer(VisionTransformer):
             patch_cfg=dict(patch_cfg or {}),
             **kwargs)
         self.with_cp = with_cp
+        # mmpretrain spreads the stochastic-depth rates with np.linspace:
+        # numpy scalars make torch.compile guard on (and, under
+        # inference_mode, fail on) ``drop_prob``. Plain floats behave the
+        # same in eager mode.
+        for module in self.modules():
+            if isinstance(getattr(module, 'drop_prob', None), np.generic):
+                module.drop_prob = float(module.drop_prob)
+        # The FFN activations work in place at inference (no parameters:
+        # state dicts are unchanged).
+        for layer in self.layers:
+            for parent in layer.ffn.modules():
+                for name, child in parent.named_children():
+                    if type(child) is nn.GELU:
+                        setattr(parent, name,
+                                _InferenceGELU(approximate=child.approximate))
 
     # ------------------------------------------------------------------ init
     def init_weights(self) -> None:

@@ -1,0 +1,1028 @@
+"""Speed of Sapiens models against a limit computed from the machine.
+
+:func:`benchmark_model` times a model (a Sapiens backbone or a whole task
+model) and compares it with a **limit**: the time its FLOPs would take at the
+rates this machine's kernels reach on the model's own shapes, measured in the
+same run:
+
+- *matmul-like* work (``nn.Linear``, ``nn.Conv2d`` including the patch
+  embedding, ``nn.ConvTranspose2d``) is timed as the equivalent GEMM
+  (``tokens x in -> out``; for a convolution ``B*Ho*Wo x Cin*kh*kw -> Cout``)
+  with ``F.linear`` in the compute dtype;
+- *attention* (QK^T and AV) is timed by calling the attention function the
+  model's attention modules use (``module.scaled_dot_product_attention``,
+  PyTorch's ``F.scaled_dot_product_attention`` in mmpretrain) on tensors with
+  the model's own sizes, strides and dtype.
+
+``limit = sum_i flops_i / rate_i`` and ``achieved/limit = limit / latency``.
+Everything else the model does (layer norms, activations, residual adds,
+copies, Python) counts as overhead against the limit.
+
+Example:
+    >>> from sapiens_mm.apis.benchmark import build_backbone, benchmark_model
+    >>> model = build_backbone('sapiens_tiny', (256, 192))
+    >>> result = benchmark_model(model, batch_size=1, img_size=(256, 192))
+    >>> print(format_report(result))
+"""
+import contextlib
+import copy
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Literal, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = [
+    'DTYPES', 'KNOWN_GPU_PEAK_TFLOPS', 'WorkItem', 'Work', 'TimingStats',
+    'build_backbone', 'build_stock_backbone', 'build_task_model',
+    'count_work', 'kernel_calls', 'measure_rates', 'limit_seconds',
+    'time_callable',
+    'PeakMemory', 'benchmark_model', 'end_to_end',
+    'gpu_peak_tflops', 'format_report'
+]
+
+DTYPES = {
+    'fp32': torch.float32,
+    'bf16': torch.bfloat16,
+    'fp16': torch.float16,
+}
+#: Dense (no sparsity) bf16 / fp16 tensor-core peaks from the vendors' data
+#: sheets, in TFLOP/s, matched against ``torch.cuda.get_device_name()``.
+#: Pass ``peak_tflops`` for any other GPU.
+KNOWN_GPU_PEAK_TFLOPS = (
+    ('H200', 989.0),  # SXM
+    ('H100 PCIe', 756.0),
+    ('H100', 989.0),  # SXM
+    ('A100', 312.0),
+    ('L40S', 362.0),
+    ('A10G', 70.0),
+    ('V100', 125.0),  # fp16 only; V100 has no bf16 tensor cores
+)
+
+Precision = Literal['cast', 'autocast']
+
+
+# ------------------------------------------------------------- building
+def build_backbone(arch, img_size: Tuple[int, int] = (1024, 768),
+                   patch_cfg: Optional[dict] = None) -> nn.Module:
+    """A randomly initialised ``SapiensVisionTransformer`` in eval mode.
+
+    Args:
+        arch: An ``arch_zoo`` name (``'sapiens_0.3b'``, ``'1b'``, ...) or a
+            dict with ``embed_dims``, ``num_layers``, ``num_heads`` and
+            ``feedforward_channels``.
+        img_size: (H, W) of the ``pos_embed`` grid.
+        patch_cfg: ``PatchEmbed`` options (pose / normal use
+            ``dict(padding=2)``).
+    """
+    from sapiens_mm.models.backbones import SapiensVisionTransformer
+    return SapiensVisionTransformer(
+        arch=arch, img_size=tuple(img_size), patch_cfg=patch_cfg).eval()
+
+
+def build_stock_backbone(backbone: nn.Module) -> nn.Module:
+    """mmpretrain's own ``VisionTransformer`` with the arch, options and
+    weights (a ``state_dict`` copy) of a ``SapiensVisionTransformer``.
+
+    Raises:
+        TypeError: ``backbone`` is not a ``SapiensVisionTransformer``.
+    """
+    from mmpretrain.models.backbones import VisionTransformer
+
+    from sapiens_mm.models.backbones import SapiensVisionTransformer
+    if not isinstance(backbone, SapiensVisionTransformer):
+        raise TypeError(
+            f'--compare-stock needs a SapiensVisionTransformer backbone, got '
+            f'{type(backbone).__name__}.')
+    layer = backbone.layers[0]
+    arch = dict(
+        embed_dims=backbone.embed_dims,
+        num_layers=backbone.num_layers,
+        num_heads=layer.attn.num_heads,
+        feedforward_channels=layer.ffn.feedforward_channels)
+    pe = backbone.patch_embed.projection
+    stock = VisionTransformer(
+        arch=arch,
+        img_size=tuple(backbone.patch_embed.init_input_size),
+        patch_size=pe.kernel_size[0],
+        out_indices=list(backbone.out_indices),
+        out_type=backbone.out_type,
+        with_cls_token=backbone.with_cls_token,
+        final_norm=backbone.final_norm,
+        interpolate_mode=backbone.interpolate_mode,
+        patch_cfg=dict(padding=pe.padding[0]),
+        norm_cfg=dict(type='LN', eps=backbone.ln1.eps),
+        pre_norm=not isinstance(backbone.pre_norm, nn.Identity))
+    stock.load_state_dict(backbone.state_dict(), strict=True)
+    stock.eval()  # returns None in mmpretrain
+    return stock.to(next(backbone.parameters()).device)
+
+
+def build_task_model(config, checkpoint: Optional[str] = None) -> nn.Module:
+    """A task model (pose / seg / depth / normal) from a config, in eval
+    mode, with random weights or ``checkpoint`` (strict)."""
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope
+
+    from sapiens_mm.apis.inferencer import _SCOPES, task_of_config
+    from sapiens_mm.checkpoint import load_checkpoint
+    cfg = config if isinstance(config, Config) else Config.fromfile(config)
+    cfg = copy.deepcopy(cfg)
+    cfg.model.backbone.init_cfg = None
+    task = task_of_config(cfg)
+    with DefaultScope.overwrite_default_scope(_SCOPES[task]):
+        if task == 'pose':
+            from mmpose.registry import MODELS
+        else:
+            from mmseg.registry import MODELS
+        model = MODELS.build(cfg.model)
+    if checkpoint is not None:
+        load_checkpoint(model, checkpoint, strict=True)
+    model.eval()
+    model.cfg = cfg
+    return model
+
+
+# ---------------------------------------------------------- FLOP counting
+@dataclass(frozen=True)
+class WorkItem:
+    """One kind of kernel call of a forward pass.
+
+    Attributes:
+        kind: ``'matmul'`` or ``'attention'``.
+        shape: ``(M, K, N)`` of the equivalent GEMM for matmul; for
+            attention ``(size, stride, storage_offset, storage_numel)`` of
+            q, k and v (they may share one storage).
+        dtype: The compute dtype.
+        flops: FLOPs of one call (multiply-add = 2).
+    """
+    kind: str
+    shape: tuple
+    dtype: torch.dtype
+    flops: int
+
+
+@dataclass
+class Work:
+    """The matmul-like and attention work of one forward pass.
+
+    Attributes:
+        items: ``WorkItem -> number of calls``.
+        attention_fns: ``WorkItem -> the attention function the model
+            called`` (timed by :func:`measure_rates`).
+    """
+    items: Dict[WorkItem, int] = field(default_factory=dict)
+    attention_fns: Dict[WorkItem, Callable] = field(default_factory=dict)
+
+    def flops(self, kind: Optional[str] = None) -> int:
+        """Total FLOPs (of one ``kind``, or all)."""
+        return sum(it.flops * n for it, n in self.items.items()
+                   if kind is None or it.kind == kind)
+
+
+def _compute_dtype(t: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
+    dev = t.device.type
+    if torch.is_autocast_enabled(dev) and t.is_floating_point():
+        return torch.get_autocast_dtype(dev)
+    return weight.dtype
+
+
+def _storage_spec(t: torch.Tensor) -> tuple:
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(),
+            t.untyped_storage().nbytes() // t.element_size())
+
+
+def count_work(model: nn.Module, run: Callable[[], object]) -> Work:
+    """Record the matmul-like and attention calls of one forward pass.
+
+    ``nn.Linear``, ``nn.Conv2d`` and ``nn.ConvTranspose2d`` calls are
+    recorded by forward hooks; attention calls by wrapping, for the duration
+    of ``run``, the ``scaled_dot_product_attention`` attribute of every
+    module that has one (mmpretrain's ``MultiheadAttention``).
+
+    Args:
+        model: The model ``run`` calls.
+        run: Runs one forward pass (with the dtype / autocast to measure).
+
+    Returns:
+        Work: The calls, grouped by shape and dtype.
+    """
+    work = Work()
+
+    def add(item: WorkItem, n: int = 1):
+        work.items[item] = work.items.get(item, 0) + n
+
+    def linear_hook(mod, args, out):
+        x = args[0]
+        k = mod.in_features
+        m = x.numel() // k
+        n = mod.out_features
+        add(WorkItem('matmul', (m, k, n), _compute_dtype(x, mod.weight),
+                     2 * m * k * n))
+
+    def conv_hook(mod, args, out):
+        x = args[0]
+        g = mod.groups
+        kk = math.prod(mod.kernel_size)
+        batch = x.shape[0] if x.dim() == 4 else 1
+        if isinstance(mod, nn.ConvTranspose2d):
+            m = batch * x.shape[-2] * x.shape[-1]
+            k = mod.in_channels // g
+            n = mod.out_channels // g * kk
+        else:
+            m = batch * out.shape[-2] * out.shape[-1]
+            k = mod.in_channels // g * kk
+            n = mod.out_channels // g
+        add(WorkItem('matmul', (m, k, n), _compute_dtype(x, mod.weight),
+                     2 * m * k * n), g)
+
+    def wrap(fn):
+        def recorded(q, k, v, *args, **kwargs):
+            b_h = math.prod(q.shape[:-2])
+            flops = 2 * b_h * q.shape[-2] * k.shape[-2] * (
+                q.shape[-1] + v.shape[-1])
+            ptrs = [t.untyped_storage().data_ptr() for t in (q, k, v)]
+            item = WorkItem(
+                'attention',
+                tuple(_storage_spec(t) + (ptrs.index(p), )
+                      for t, p in zip((q, k, v), ptrs)), q.dtype, flops)
+            add(item)
+            work.attention_fns.setdefault(item, fn)
+            return fn(q, k, v, *args, **kwargs)
+        return recorded
+
+    handles, wrapped = [], []
+    for mod in model.modules():
+        if isinstance(mod, nn.Linear):
+            handles.append(mod.register_forward_hook(linear_hook))
+        elif isinstance(mod, (nn.Conv2d, nn.ConvTranspose2d)):
+            handles.append(mod.register_forward_hook(conv_hook))
+        fn = mod.__dict__.get('scaled_dot_product_attention')
+        if callable(fn):
+            mod.scaled_dot_product_attention = wrap(fn)
+            wrapped.append((mod, fn))
+    try:
+        run()
+    finally:
+        for h in handles:
+            h.remove()
+        for mod, fn in wrapped:
+            mod.scaled_dot_product_attention = fn
+    return work
+
+
+# ------------------------------------------------------------ timing
+def _sync(device: torch.device) -> None:
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class TimingStats:
+    """Wall times of repeated runs, in seconds."""
+    times: List[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def min(self) -> float:
+        return min(self.times)
+
+    @property
+    def max(self) -> float:
+        return max(self.times)
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range (0 with fewer than 4 runs... see
+        ``statistics.quantiles``: the 'inclusive' method, defined from 2
+        runs on)."""
+        if len(self.times) < 2:
+            return 0.0
+        q = statistics.quantiles(self.times, n=4, method='inclusive')
+        return q[2] - q[0]
+
+
+def time_callable(fn: Callable[[], object], device: torch.device,
+                  warmup: int = 1, repeats: int = 3,
+                  min_time: float = 0.0) -> TimingStats:
+    """Time ``fn`` after ``warmup`` calls: ``repeats`` calls, more while
+    their total is below ``min_time`` seconds (at most 100)."""
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    times: List[float] = []
+    while len(times) < repeats or (sum(times) < min_time
+                                   and len(times) < 100):
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return TimingStats(times)
+
+
+def kernel_calls(work: Work,
+                 device: torch.device) -> Dict[WorkItem, Callable[[], object]]:
+    """One callable per distinct call of ``work`` that runs the kernel on
+    random inputs of the recorded shape and dtype.
+
+    Matmuls run ``F.linear(x (M, K), w (N, K), bias (N))``; attention runs
+    the recorded attention function on q, k, v rebuilt with the recorded
+    sizes, strides and storage sharing.
+    """
+    calls = {}
+    gen = torch.Generator(device=device).manual_seed(0)
+    for item in work.items:
+        if item.kind == 'matmul':
+            m, k, n = item.shape
+            x = torch.randn(m, k, generator=gen, device=device,
+                            dtype=item.dtype)
+            w = torch.randn(n, k, generator=gen, device=device,
+                            dtype=item.dtype) / math.sqrt(k)
+            b = torch.randn(n, generator=gen, device=device,
+                            dtype=item.dtype)
+
+            def fn(x=x, w=w, b=b):
+                with torch.inference_mode():
+                    return F.linear(x, w, b)
+        else:
+            # q, k, v share one storage when the model's did (views of one
+            # qkv projection output).
+            bases: Dict[int, torch.Tensor] = {}
+            tensors = []
+            for size, stride, offset, numel, group in item.shape:
+                if group not in bases:
+                    bases[group] = torch.randn(
+                        numel, generator=gen, device=device,
+                        dtype=item.dtype)
+                tensors.append(bases[group].as_strided(size, stride, offset))
+            attn = work.attention_fns[item]
+
+            def fn(t=tuple(tensors), attn=attn):
+                with torch.inference_mode():
+                    return attn(*t)
+        calls[item] = fn
+    return calls
+
+
+def measure_rates(work: Work, device: torch.device, repeats: int = 3,
+                  min_time: float = 0.2) -> Dict[WorkItem, float]:
+    """FLOP/s this machine reaches on each distinct call of ``work``
+    (:func:`kernel_calls`): FLOPs / median time of at least ``repeats``
+    calls and ``min_time`` seconds, after one warm-up call."""
+    return {
+        item: item.flops / time_callable(fn, device, warmup=1,
+                                         repeats=repeats,
+                                         min_time=min_time).median
+        for item, fn in kernel_calls(work, device).items()
+    }
+
+
+def limit_seconds(work: Work, rates: Dict[WorkItem, float],
+                  kind: Optional[str] = None) -> float:
+    """``sum_i calls_i * flops_i / rate_i`` (of one ``kind``, or all)."""
+    return sum(n * it.flops / rates[it] for it, n in work.items.items()
+               if kind is None or it.kind == kind)
+
+
+# ------------------------------------------------------------ memory
+class PeakMemory:
+    """Peak memory of the code run inside the context.
+
+    CUDA: ``torch.cuda.max_memory_allocated`` (reset on entry). CPU: the
+    resident-set high-water mark of the process (``VmHWM``, reset on entry
+    through ``/proc/self/clear_refs`` on Linux; elsewhere
+    ``resource.getrusage`` cannot be reset and gives the process peak).
+
+    Attributes:
+        peak: Peak bytes (allocated tensors on CUDA, resident memory on
+            CPU) while inside.
+        base: Bytes at entry (same measure).
+        exact: False when the CPU peak could not be reset (it may then
+            predate the context).
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.peak = self.base = 0
+        self.exact = True
+
+    @staticmethod
+    def _status(key: str) -> Optional[int]:
+        try:
+            with open('/proc/self/status') as f:
+                for line in f:
+                    if line.startswith(key + ':'):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            return None
+        return None
+
+    def __enter__(self) -> 'PeakMemory':
+        if self.device.type == 'cuda':
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.base = torch.cuda.memory_allocated(self.device)
+            return self
+        try:
+            with open('/proc/self/clear_refs', 'w') as f:
+                f.write('5')  # resets VmHWM to the current RSS
+        except OSError:
+            self.exact = False
+        self.base = self._status('VmRSS') or 0
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.device.type == 'cuda':
+            torch.cuda.synchronize(self.device)
+            self.peak = torch.cuda.max_memory_allocated(self.device)
+            return
+        peak = self._status('VmHWM')
+        if peak is None:
+            import resource
+            scale = 1 if sys.platform == 'darwin' else 1024
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+            self.exact = False
+        self.peak = peak
+
+
+# ------------------------------------------------------------ benchmark
+def _precision_ctx(device: torch.device, dtype: torch.dtype,
+                   precision: Precision):
+    if dtype == torch.float32 or precision == 'cast':
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def _prepare(model: nn.Module, device: torch.device, dtype: torch.dtype,
+             precision: Precision) -> nn.Module:
+    model = model.to(device)
+    model.eval()  # mmpretrain's VisionTransformer.eval() returns None
+    if precision == 'cast' and dtype != torch.float32:
+        model = model.to(dtype)
+    return model
+
+
+def _forward_fn(model: nn.Module) -> Callable[[torch.Tensor], object]:
+    """The tensor-mode forward of a backbone or a task model."""
+    if hasattr(model, 'backbone') and hasattr(model, '_forward'):
+        return lambda x: model._forward(x)
+    return model
+
+
+def _first_tensor(out) -> torch.Tensor:
+    while isinstance(out, (tuple, list)):
+        out = out[0]
+    return out
+
+
+def gpu_peak_tflops(device: torch.device) -> Optional[float]:
+    """Dense bf16 peak of a known GPU (:data:`KNOWN_GPU_PEAK_TFLOPS`), or
+    None."""
+    if device.type != 'cuda':
+        return None
+    name = torch.cuda.get_device_name(device)
+    for key, tflops in KNOWN_GPU_PEAK_TFLOPS:
+        if key.lower() in name.lower():
+            return tflops
+    return None
+
+
+def benchmark_model(model: nn.Module,
+                    batch_size: int = 1,
+                    img_size: Tuple[int, int] = (1024, 768),
+                    dtype: str = 'fp32',
+                    precision: Precision = 'cast',
+                    device: str = 'cpu',
+                    warmup: int = 1,
+                    repeats: int = 3,
+                    compile: bool = False,
+                    compare_stock: bool = False,
+                    rate_min_time: float = 0.1,
+                    peak_tflops: Optional[float] = None,
+                    seed: int = 0) -> dict:
+    """Time a model, compute its limit and optionally compare with stock.
+
+    Args:
+        model: A Sapiens backbone or a task model (timed through its
+            tensor-mode ``_forward``).
+        batch_size: Images per forward pass.
+        img_size: (H, W) of the input.
+        dtype: ``'fp32'``, ``'bf16'`` or ``'fp16'``.
+        precision: How a reduced ``dtype`` is applied: ``'cast'`` (weights
+            and input in ``dtype``, no autocast) or ``'autocast'``
+            (``torch.autocast``, fp32 weights).
+        device: ``'cpu'``, ``'cuda'``, ``'cuda:N'``.
+        warmup: Untimed forward passes before timing, counting the one
+            that records the FLOPs (without ``compile``); the compiled model
+            gets all of them, the first one pays for the compilation.
+        repeats: Timed forward passes.
+        compile: ``torch.compile`` the backbone (in place) before timing;
+            the warm-up pays for the compilation (give ``warmup >= 1``).
+        compare_stock: Also time mmpretrain's ``VisionTransformer`` with the
+            same arch and weights (backbone, or the task model's backbone
+            swapped for it) on the same input and dtype.
+        rate_min_time: Seconds each kernel is timed for in each round.
+        peak_tflops: The device's peak in TFLOP/s for the chosen dtype;
+            on a GPU it defaults to :data:`KNOWN_GPU_PEAK_TFLOPS`. Gives
+            ``peak_fraction``, the achieved share of it.
+        seed: Seed of the random input.
+
+    Returns:
+        dict: ``latency`` (:class:`TimingStats`, seconds per batch),
+        ``images_per_s``, ``flops`` (per batch, total / ``matmul`` /
+        ``attention``), ``gflops_per_s``, ``limit_s`` (total / per kind),
+        ``achieved_over_limit``, ``rates`` (per kernel), ``peak_mem`` /
+        ``base_mem`` (bytes), ``peak_tflops`` / ``peak_fraction`` (GPU),
+        and with ``compare_stock``: ``stock_latency``, ``stock_speedup``
+        (stock median / ours) and ``stock_max_abs_diff``.
+
+    Raises:
+        ValueError: Bad ``dtype``, ``precision``, ``batch_size`` or sizes.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f'dtype must be one of {sorted(DTYPES)}, got '
+                         f'{dtype!r}.')
+    if precision not in ('cast', 'autocast'):
+        raise ValueError(f'precision must be "cast" or "autocast", got '
+                         f'{precision!r}.')
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f'batch_size must be a positive int, got '
+                         f'{batch_size!r}.')
+    if len(img_size) != 2 or min(img_size) < 16:
+        raise ValueError(f'img_size must be (H, W) of at least 16 pixels, '
+                         f'got {img_size!r}.')
+    if repeats < 1 or warmup < 0:
+        raise ValueError('repeats must be >= 1 and warmup >= 0.')
+    dev = torch.device(device)
+    if dev.type == 'cuda' and not torch.cuda.is_available():
+        raise RuntimeError(f'device={device!r} but CUDA is not available.')
+    torch_dtype = DTYPES[dtype]
+    stock = None
+    if compare_stock:
+        backbone = getattr(model, 'backbone', model)
+        stock_backbone = build_stock_backbone(backbone)
+        if backbone is model:
+            stock = stock_backbone
+        else:
+            stock = copy.deepcopy(model)
+            stock.backbone = stock_backbone
+    model = _prepare(model, dev, torch_dtype, precision)
+    in_dtype = torch_dtype if precision == 'cast' else torch.float32
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch_size, 3, *img_size, generator=gen).to(
+        device=dev, dtype=in_dtype)
+
+    def runner(m):
+        fwd = _forward_fn(m)
+
+        def run():
+            with torch.inference_mode(), _precision_ctx(
+                    dev, torch_dtype, precision):
+                return fwd(x)
+        return run
+
+    # The counting pass is also the first warm-up pass (a forward pass of
+    # a big model in emulated bf16 takes minutes) and gives the output.
+    eager = runner(model)
+    outs = []
+    work = count_work(model, lambda: outs.append(eager()))
+    out = _first_tensor(outs.pop()).float()
+    if compile:  # in place: keeps ``_forward`` / ``backbone`` reachable
+        getattr(model, 'backbone', model).compile()
+    run = runner(model)
+    kernels = kernel_calls(work, dev)
+    stock_run, stock_outs = None, []
+    if stock is not None:
+        stock = _prepare(stock, dev, torch_dtype, precision)
+        stock_fwd = runner(stock)
+
+        def stock_run():
+            stock_outs[:] = [stock_fwd()]
+
+    # Warm-up, then rounds of: our model, the stock model, one timing of
+    # each kernel. Interleaving keeps the ratios fair when other jobs load
+    # the machine unevenly over time.
+    for _ in range(warmup if compile else max(0, warmup - 1)):
+        run()
+    for _ in range(warmup if stock is not None else 0):
+        stock_run()
+    for fn in kernels.values():
+        fn()
+    _sync(dev)
+    times, stock_times = [], []
+    kernel_times: Dict[WorkItem, List[float]] = {it: [] for it in kernels}
+    peak = stock_peak = base = 0
+    exact = True
+    for _ in range(repeats):
+        with PeakMemory(dev) as mem:
+            times += time_callable(run, dev, warmup=0, repeats=1).times
+        peak, base = max(peak, mem.peak), max(base, mem.base)
+        exact = exact and mem.exact
+        if stock_run is not None:
+            with PeakMemory(dev) as mem:
+                stock_times += time_callable(stock_run, dev, warmup=0,
+                                             repeats=1).times
+            stock_peak = max(stock_peak, mem.peak)
+        for it, fn in kernels.items():
+            kernel_times[it].append(
+                time_callable(fn, dev, warmup=0, repeats=1,
+                              min_time=rate_min_time).median)
+    stats = TimingStats(times)
+    rates = {
+        it: it.flops / statistics.median(ts)
+        for it, ts in kernel_times.items()
+    }
+    flops = work.flops()
+    limit = limit_seconds(work, rates)
+    result = dict(
+        batch_size=batch_size, img_size=tuple(img_size), dtype=dtype,
+        precision=precision, device=str(dev), compile=compile,
+        threads=torch.get_num_threads() if dev.type == 'cpu' else None,
+        latency=stats, images_per_s=batch_size / stats.median,
+        flops=dict(total=flops, matmul=work.flops('matmul'),
+                   attention=work.flops('attention')),
+        gflops_per_s=flops / stats.median / 1e9,
+        limit_s=dict(total=limit, matmul=limit_seconds(work, rates, 'matmul'),
+                     attention=limit_seconds(work, rates, 'attention')),
+        achieved_over_limit=limit / stats.median,
+        rates={it: (n, rates[it]) for it, n in work.items.items()},
+        peak_mem=peak, base_mem=base, mem_exact=exact)
+    if dev.type == 'cuda' or peak_tflops:
+        peak_t = peak_tflops or gpu_peak_tflops(dev)
+        result['peak_tflops'] = peak_t
+        result['peak_fraction'] = (flops / stats.median / 1e12 / peak_t
+                                   if peak_t else None)
+    if stock_run is not None:
+        stock_stats = TimingStats(stock_times)
+        stock_out = _first_tensor(stock_outs.pop()).float()
+        result.update(
+            stock_latency=stock_stats,
+            stock_speedup=stock_stats.median / stats.median,
+            stock_peak_mem=stock_peak,
+            stock_max_abs_diff=float((out - stock_out).abs().max()))
+    return result
+
+
+def end_to_end(inferencer, folder: str, out_dir: str,
+               batch_size: int = 1, warmup_images: int = 1,
+               repeats: int = 3) -> dict:
+    """Folder throughput of a :class:`SapiensInferencer` against the
+    model-only throughput of its task models at the same batch size.
+
+    The inferencer runs once on the first ``warmup_images`` images (warm-up),
+    then on the whole folder (decode, pre-processing, models,
+    post-processing, writing to ``out_dir``). Model-only time: ``repeats``
+    timed tensor-mode forward passes of each task model on a pre-processed
+    batch of ``batch_size`` images from the folder, with the inferencer's
+    device, dtype and compile setting, half of them before and half after
+    the folder run.
+
+    Returns:
+        dict: ``images``, ``e2e_s`` (total wall time), ``e2e_images_per_s``,
+        ``model_latency`` (:class:`TimingStats` per batch, all tasks),
+        ``model_images_per_s`` and ``ratio`` (end-to-end / model-only
+        throughput).
+
+    Raises:
+        ValueError: The folder holds no image, or a pose model is loaded
+            (its crop count depends on the detector).
+    """
+    from mmengine.dataset import pseudo_collate
+
+    from sapiens_mm.apis.inferencer import IMAGE_EXTENSIONS, _read_image
+    if 'pose' in inferencer.tasks:
+        raise ValueError(
+            'end_to_end times dense tasks (seg / depth / normal): the pose '
+            'work per image depends on how many people the detector finds.')
+    files = sorted(
+        os.path.join(root, f) for root, _, names in os.walk(folder)
+        for f in names if f.lower().endswith(IMAGE_EXTENSIONS))
+    if not files:
+        raise ValueError(f'No image ({", ".join(IMAGE_EXTENSIONS)}) in '
+                         f'{folder}.')
+    dev = inferencer.device
+    images = [_read_image(f) for f in files[:batch_size]]
+    while len(images) < batch_size:
+        images.append(images[len(images) % len(files)])
+    forwards = []
+    for task in inferencer.tasks:
+        tm = inferencer.task_models[task]
+        data = tm.model.data_preprocessor(
+            pseudo_collate([tm.pipeline(dict(img=img)) for img in images]),
+            False)
+        forwards.append((tm, data['inputs']))
+
+    def model_only():
+        with torch.inference_mode():
+            for tm, inputs in forwards:
+                with tm.autocast():
+                    tm.model._forward(inputs)
+
+    # Warm-up (allocations, torch.compile): the inferencer on the first
+    # images. Model-only runs are split before and after the folder run so
+    # that both see the same (possibly varying) machine load.
+    list(inferencer.stream(files[:max(1, warmup_images)], out_dir=out_dir,
+                           batch_size=batch_size, show_progress=False))
+    before = max(1, repeats // 2)
+    model_times = time_callable(model_only, dev, warmup=0,
+                                repeats=before).times
+    _sync(dev)
+    start = time.perf_counter()
+    n = 0
+    for _ in inferencer.stream(folder, out_dir=out_dir, batch_size=batch_size,
+                               show_progress=False):
+        n += 1
+    _sync(dev)
+    e2e = time.perf_counter() - start
+    model_times += time_callable(model_only, dev, warmup=0,
+                                 repeats=max(1, repeats - before)).times
+    stats = TimingStats(model_times)
+    model_ips = batch_size / stats.median
+    e2e_ips = n / e2e
+    return dict(images=n, e2e_s=e2e, e2e_images_per_s=e2e_ips,
+                model_latency=stats, model_images_per_s=model_ips,
+                ratio=e2e_ips / model_ips, batch_size=batch_size)
+
+
+# ------------------------------------------------------------ report
+def _fmt_s(s: float) -> str:
+    return f'{s * 1e3:.1f} ms' if s < 1 else f'{s:.2f} s'
+
+
+def _fmt_bytes(b: float) -> str:
+    return f'{b / 2**20:.0f} MiB'
+
+
+def format_report(result: dict) -> str:
+    """Human-readable lines of a :func:`benchmark_model` result."""
+    lat = result['latency']
+    lines = [
+        f"device {result['device']}"
+        + (f" ({result['threads']} threads)" if result['threads'] else '')
+        + f", dtype {result['dtype']} ({result['precision']}), batch "
+        f"{result['batch_size']}, input {result['img_size'][0]}x"
+        f"{result['img_size'][1]}, compile {result['compile']}",
+        f"images/s            {result['images_per_s']:.4g}",
+        f"latency (per batch) median {_fmt_s(lat.median)}, min "
+        f"{_fmt_s(lat.min)}, max {_fmt_s(lat.max)}, IQR {_fmt_s(lat.iqr)} "
+        f"({len(lat.times)} runs)",
+        f"peak memory         {_fmt_bytes(result['peak_mem'])}"
+        f" ({'' if result['mem_exact'] else 'process peak; '}"
+        f"{_fmt_bytes(result['base_mem'])} before the timed runs)",
+        f"FLOPs per batch     {result['flops']['total'] / 1e9:.4g} G "
+        f"(matmul {result['flops']['matmul'] / 1e9:.4g} G, attention "
+        f"{result['flops']['attention'] / 1e9:.4g} G)",
+        f"achieved            {result['gflops_per_s']:.1f} GFLOP/s",
+        f"limit               {_fmt_s(result['limit_s']['total'])} per batch "
+        f"(matmul {_fmt_s(result['limit_s']['matmul'])}, attention "
+        f"{_fmt_s(result['limit_s']['attention'])})",
+        f"achieved/limit      {result['achieved_over_limit']:.3f}",
+        'kernel rates (this run):',
+    ]
+    for item, (n, rate) in result['rates'].items():
+        if item.kind == 'matmul':
+            m, k, nn_ = item.shape
+            desc = f'matmul {m}x{k} -> {nn_}'
+        else:
+            desc = 'attention ' + 'x'.join(map(str, item.shape[0][0]))
+        lines.append(f'  {desc:<40} {str(item.dtype)[6:]:<9} x{n:<4} '
+                     f'{rate / 1e9:8.1f} GFLOP/s')
+    if result.get('peak_tflops') is not None or 'peak_fraction' in result:
+        if result.get('peak_fraction') is not None:
+            lines.append(
+                f"device peak         {result['peak_tflops']:.4g} TFLOP/s; "
+                f"achieved {100 * result['peak_fraction']:.1f} % of it")
+        else:
+            lines.append('GPU peak            unknown (pass --peak-tflops)')
+    if 'stock_latency' in result:
+        s = result['stock_latency']
+        lines.append(
+            f"stock mmpretrain    median {_fmt_s(s.median)} (min "
+            f"{_fmt_s(s.min)}, max {_fmt_s(s.max)}), peak memory "
+            f"{_fmt_bytes(result['stock_peak_mem'])}; speed ratio "
+            f"{result['stock_speedup']:.3f} (stock time / ours), max abs "
+            f"output difference {result['stock_max_abs_diff']:.3g}")
+    return '\n'.join(lines)
+
+
+def format_end_to_end(result: dict) -> str:
+    """Human-readable lines of an :func:`end_to_end` result."""
+    lat = result['model_latency']
+    return '\n'.join([
+        f"end-to-end          {result['images']} images in "
+        f"{_fmt_s(result['e2e_s'])}: {result['e2e_images_per_s']:.4g} "
+        f"images/s (batch {result['batch_size']})",
+        f"model only          {result['model_images_per_s']:.4g} images/s "
+        f"(median {_fmt_s(lat.median)} per batch, min {_fmt_s(lat.min)}, "
+        f"max {_fmt_s(lat.max)})",
+        f"end-to-end / model  {result['ratio']:.3f}",
+    ])
+
+
+# ------------------------------------------------------------ CLI
+def build_parser(prog: Optional[str] = None):
+    """The argument parser of ``tools/analysis/benchmark.py``."""
+    import argparse
+    p = argparse.ArgumentParser(
+        prog=prog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            'Speed of a Sapiens backbone or task model: images/s, latency, '
+            'peak memory, achieved GFLOP/s, and the limit (the time its '
+            'FLOPs take at the rates this machine reaches on the model\'s '
+            'own matmul and attention shapes, measured in the same run).'),
+        epilog=(
+            'Examples:\n'
+            '  python tools/analysis/benchmark.py --arch sapiens_0.3b '
+            '--compare-stock\n'
+            '  python tools/analysis/benchmark.py --arch sapiens_0.3b '
+            '--dtype bf16 --compare-stock\n'
+            '  python tools/analysis/benchmark.py --arch sapiens_0.3b '
+            '--end-to-end photos/\n'
+            '  python tools/analysis/benchmark.py --config '
+            'configs/pose/goliath/sapiens_1b-210e_goliath-1024x768.py '
+            '--device cuda --dtype bf16 --batch-size 8 --compile'))
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
+        '--arch', default='sapiens_0.3b',
+        help='backbone arch: sapiens_0.3b | sapiens_0.6b | sapiens_1b | '
+        'sapiens_2b | sapiens_tiny (default: %(default)s)')
+    what.add_argument('--config', default=None,
+                      help='a task config (pose / seg / depth / normal): '
+                      'times the whole model (backbone + head)')
+    p.add_argument('--layers', type=int, default=None,
+                   help='with --arch: keep only the first N encoder layers '
+                   '(quick runs; FLOPs and limit follow)')
+    p.add_argument('--checkpoint', default=None,
+                   help='weights for --config (default: random)')
+    p.add_argument('--img-size', type=int, nargs=2, default=(1024, 768),
+                   metavar=('H', 'W'), help='input size (default: 1024 768)')
+    p.add_argument('--batch-size', type=int, default=1)
+    p.add_argument('--dtype', choices=sorted(DTYPES), default='fp32')
+    p.add_argument('--autocast', action='store_true',
+                   help='apply bf16 / fp16 with torch.autocast (fp32 '
+                   'weights) instead of casting the model to the dtype')
+    p.add_argument('--device', default=None,
+                   help='cpu, cuda or cuda:N (default: cuda if available)')
+    p.add_argument('--threads', type=int, default=None,
+                   help='CPU threads for torch (default: torch\'s choice)')
+    p.add_argument('--warmup', type=int, default=1,
+                   help='untimed forward passes (default: %(default)s)')
+    p.add_argument('--repeats', type=int, default=3,
+                   help='timed forward passes (default: %(default)s)')
+    p.add_argument('--compile', action='store_true',
+                   help='time torch.compile(model) (compiled in the warm-up)')
+    p.add_argument('--compare-stock', action='store_true',
+                   help='also time mmpretrain\'s VisionTransformer with the '
+                   'same arch and weights; print the speed ratio and the '
+                   'max output difference')
+    p.add_argument('--peak-tflops', type=float, default=None,
+                   help='GPU peak TFLOP/s for the dtype (default: a table '
+                   'of known GPUs, e.g. H100/H200 SXM 989, A100 312)')
+    e = p.add_argument_group('end-to-end')
+    e.add_argument('--end-to-end', metavar='FOLDER', default=None,
+                   help='time SapiensInferencer on the images of FOLDER '
+                   '(decode, pre-processing, model, post-processing, '
+                   'writing) against model-only time at the same batch '
+                   'size')
+    e.add_argument('--e2e-config', default=None,
+                   help='dense task config the inferencer runs (default: '
+                   'with --config that config, else the Goliath body-part '
+                   'segmentation config of --arch)')
+    e.add_argument('--e2e-only', action='store_true',
+                   help='skip the model-only benchmark of --arch / --config '
+                   '(the end-to-end run times its own model-only passes)')
+    e.add_argument('--e2e-images', type=int, default=None,
+                   help='use only the first N images of FOLDER')
+    e.add_argument('--out-dir', default=None,
+                   help='where the inferencer writes (default: a temporary '
+                   'folder, deleted afterwards)')
+    p.add_argument('--json', default=None,
+                   help='also write the results to this JSON file')
+    return p
+
+
+def _default_e2e_config(arch: str) -> str:
+    from pathlib import Path
+    name = str(arch).lower()
+    name = name if name.startswith('sapiens_') else 'sapiens_' + name
+    root = Path(__file__).resolve().parents[2] / 'configs' / 'seg' / 'goliath'
+    found = sorted(root.glob(f'{name}-*_goliath-*.py'))
+    if not found:
+        raise ValueError(
+            f'No Goliath segmentation config for arch {arch!r} in {root}; '
+            'pass --e2e-config.')
+    return str(found[0])
+
+
+def _jsonable(result: dict) -> dict:
+    out = {}
+    for key, value in result.items():
+        if isinstance(value, TimingStats):
+            value = dict(median=value.median, min=value.min, max=value.max,
+                         iqr=value.iqr, times=value.times)
+        elif key == 'rates':
+            value = [
+                dict(kind=it.kind,
+                     shape=it.shape if it.kind == 'matmul' else
+                     [list(s[0]) for s in it.shape],
+                     dtype=str(it.dtype), flops=it.flops, calls=n,
+                     flops_per_s=rate) for it, (n, rate) in value.items()
+            ]
+        out[key] = value
+    return out
+
+
+def main(argv: Optional[Sequence[str]] = None,
+         prog: Optional[str] = None) -> dict:
+    """Run the benchmark CLI; returns the results (also printed)."""
+    import json
+    import shutil
+    import tempfile
+    args = build_parser(prog).parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    if args.e2e_only and not args.end_to_end:
+        raise SystemExit('--e2e-only needs --end-to-end FOLDER.')
+    model = None
+    if args.config:
+        if not args.e2e_only:
+            model = build_task_model(args.config, args.checkpoint)
+    else:
+        if args.checkpoint:
+            raise SystemExit('--checkpoint goes with --config.')
+        from sapiens_mm.models.backbones import SapiensVisionTransformer
+        if isinstance(args.arch, str) and args.arch.lower() not in \
+                SapiensVisionTransformer.arch_zoo:
+            raise SystemExit(
+                f'Unknown --arch {args.arch!r}; choose one of '
+                f'{sorted(SapiensVisionTransformer.arch_zoo)}.')
+        arch = args.arch
+        if args.layers:
+            arch = dict(SapiensVisionTransformer.arch_zoo[arch.lower()],
+                        num_layers=args.layers)
+        if not args.e2e_only:
+            model = build_backbone(arch, tuple(args.img_size))
+    what = args.config or args.arch + (f' ({args.layers} layers)'
+                                       if args.layers else '')
+    results = dict(model=what)
+    if not args.e2e_only:
+        print(f'== {what}')
+        result = benchmark_model(
+            model, batch_size=args.batch_size,
+            img_size=tuple(args.img_size), dtype=args.dtype,
+            precision='autocast' if args.autocast else 'cast',
+            device=device, warmup=args.warmup, repeats=args.repeats,
+            compile=args.compile, compare_stock=args.compare_stock,
+            peak_tflops=args.peak_tflops)
+        print(format_report(result), flush=True)
+        results['model_only'] = _jsonable(result)
+    del model
+    if args.end_to_end:
+        from sapiens_mm.apis.inferencer import SapiensInferencer
+        config = args.e2e_config or args.config or _default_e2e_config(
+            args.arch)
+        inferencer = SapiensInferencer(
+            models=config, device=device, batch_size=args.batch_size,
+            dtype=args.dtype, compile=args.compile)
+        out_dir = args.out_dir or tempfile.mkdtemp(prefix='sapiens_e2e_')
+        folder = args.end_to_end
+        if args.e2e_images:
+            from sapiens_mm.apis.inferencer import IMAGE_EXTENSIONS
+            files = sorted(
+                os.path.join(r, f) for r, _, names in os.walk(folder)
+                for f in names if f.lower().endswith(IMAGE_EXTENSIONS))
+            folder_tmp = tempfile.mkdtemp(prefix='sapiens_e2e_in_')
+            for f in files[:args.e2e_images]:
+                os.symlink(os.path.abspath(f),
+                           os.path.join(folder_tmp, os.path.basename(f)))
+            folder = folder_tmp
+        try:
+            e2e = end_to_end(inferencer, folder, out_dir,
+                             batch_size=args.batch_size,
+                             repeats=args.repeats)
+        finally:
+            if not args.out_dir:
+                shutil.rmtree(out_dir, ignore_errors=True)
+            if folder != args.end_to_end:
+                shutil.rmtree(folder, ignore_errors=True)
+        mode = '' if args.dtype == 'fp32' else ' (autocast)'
+        print(f'== end-to-end: SapiensInferencer({config}), dtype '
+              f'{args.dtype}{mode}, compile {args.compile}, on '
+              f'{args.end_to_end}')
+        print(format_end_to_end(e2e))
+        results['end_to_end'] = _jsonable(e2e)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(results, f, indent=1)
+    return results
