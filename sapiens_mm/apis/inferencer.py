@@ -214,23 +214,6 @@ class _TaskModel:
         self.model.backbone.compile()
 
 
-def _splits_pipeline(tm) -> bool:
-    """Whether a task model's pre-processing can run apart from its model
-    (``prepare`` / ``run``; a subclass that overrides ``predict`` alone
-    keeps its own flow)."""
-    return type(tm).predict is _TaskModel.predict
-
-
-def _prepare_task(tm, infos: List[dict]) -> list:
-    return tm.prepare(infos) if _splits_pipeline(tm) else infos
-
-
-def _run_task(tm, prepared: list, batch_size: int) -> list:
-    if _splits_pipeline(tm):
-        return tm.run(prepared, batch_size)
-    return tm.predict(prepared, batch_size)
-
-
 _DONE = object()
 
 
@@ -343,19 +326,17 @@ class _ExportedTaskModel(_TaskModel):
                              f'model ({checkpoint}).')
         return task, cfg, checkpoint, None, None
 
-    def predict(self, data_infos: List[dict], batch_size: int) -> list:
-        """Run the pipeline, the exported network and the eager
-        post-processing on ``data_infos`` in batches."""
+    def run(self, packed: List[dict], batch_size: int) -> list:
+        """Run the exported network and the eager post-processing on
+        pipeline outputs in batches (the pipeline runs in ``prepare``, in the
+        inferencer's worker thread, as for eager models)."""
         from sapiens_mm.deploy import postprocess_dense, postprocess_pose
         samples = []
-        for start in range(0, len(data_infos), batch_size):
-            packed = [
-                self.pipeline(info)
-                for info in data_infos[start:start + batch_size]
-            ]
-            images = np.stack([p['inputs'].numpy() for p in packed]).astype(
-                np.float32)
-            chunk = [p['data_samples'] for p in packed]
+        for start in range(0, len(packed), batch_size):
+            chunk_packed = packed[start:start + batch_size]
+            images = np.stack([p['inputs'].numpy()
+                               for p in chunk_packed]).astype(np.float32)
+            chunk = [p['data_samples'] for p in chunk_packed]
             out = self.model(images)
             if self.task == 'pose':
                 samples.extend(
@@ -961,8 +942,8 @@ class SapiensInferencer:
         prepared = dict(batch=batch, dense={}, pose=None)
         for task in ('seg', 'depth', 'normal'):
             if task in self.task_models:
-                prepared['dense'][task] = _prepare_task(
-                    self.task_models[task], [dict(img=img) for img in images])
+                prepared['dense'][task] = self.task_models[task].prepare(
+                    [dict(img=img) for img in images])
         if 'pose' in self.task_models:
             prepared['pose'] = self._prepare_pose(batch, user_boxes)
         return prepared
@@ -975,8 +956,8 @@ class SapiensInferencer:
         for task in ('seg', 'depth', 'normal'):
             if task not in self.task_models:
                 continue
-            samples = _run_task(self.task_models[task],
-                                prepared['dense'][task], batch_size)
+            samples = self.task_models[task].run(prepared['dense'][task],
+                                                 batch_size)
             for pred, sample in zip(preds, samples):
                 pred['_samples'][task] = sample
                 if task == 'seg':
@@ -1015,7 +996,7 @@ class SapiensInferencer:
                 info.update(tm.dataset_meta)
                 infos.append(info)
                 owners.append(i)
-        return poses, _prepare_task(tm, infos), owners
+        return poses, tm.prepare(infos), owners
 
     def _forward_pose(self, prepared_pose: tuple, preds: List[dict],
                       batch_size: int) -> None:
@@ -1023,7 +1004,7 @@ class SapiensInferencer:
         poses, packed, owners = prepared_pose
         for pred, pose in zip(preds, poses):
             pred['pose'] = pose
-        samples = _run_task(tm, packed, batch_size)
+        samples = tm.run(packed, batch_size)
         k = int(tm.dataset_meta['num_keypoints'])
         for i, pred in enumerate(preds):
             mine = [s for s, o in zip(samples, owners) if o == i]
