@@ -196,3 +196,34 @@ def test_inference_gelu_is_in_place_only_without_gradients():
     model(img)[0].sum().backward()
     assert all(p.grad is not None for p in model.parameters()
                if p.requires_grad)
+
+
+@pytest.mark.parametrize('padding', [0, 2])
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_reduced_precision_patch_embedding_is_the_convolution(padding, dtype):
+    """On CPU the bf16 / fp16 patch embedding runs as one GEMM over
+    non-overlapping patches: the convolution's numbers (float64 reference,
+    partial edge patches dropped as Conv2d does) at the rounding error of
+    the dtype's own convolution, and its state dict."""
+    from sapiens_mm.models.backbones.sapiens_vision_transformer import \
+        _PatchConv2d
+    backbone = build_backbone('sapiens_tiny', (64, 48),
+                              patch_cfg=dict(padding=padding))
+    proj = backbone.patch_embed.projection
+    assert type(proj) is _PatchConv2d
+    assert set(proj.state_dict()) == {'weight', 'bias'}
+    x = torch.randn(2, 3, 70, 53)  # 16 px patches do not tile it
+    ref = torch.nn.functional.conv2d(x.double(), proj.weight.double(),
+                                     proj.bias.double(), stride=16,
+                                     padding=padding)
+    # fp32 keeps the convolution itself
+    torch.testing.assert_close(proj(x), torch.nn.Conv2d.forward(proj, x),
+                               rtol=0, atol=0)
+    low = copy.deepcopy(proj).to(dtype)
+    out = low(x.to(dtype))
+    conv = torch.nn.Conv2d.forward(low, x.to(dtype))
+    assert out.shape == ref.shape == conv.shape
+    err = (out.double() - ref).abs().max().item()
+    conv_err = (conv.double() - ref).abs().max().item()
+    assert err <= 2 * conv_err + 1e-3, (err, conv_err)
+    assert err < 0.02 * ref.abs().max().item()
