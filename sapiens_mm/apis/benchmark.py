@@ -126,25 +126,11 @@ def build_stock_backbone(backbone: nn.Module) -> nn.Module:
 
 def build_task_model(config, checkpoint: Optional[str] = None) -> nn.Module:
     """A task model (pose / seg / depth / normal) from a config, in eval
-    mode, with random weights or ``checkpoint`` (strict)."""
-    from mmengine.config import Config
-    from mmengine.registry import DefaultScope
-
-    from sapiens_mm.apis.inferencer import _SCOPES, task_of_config
-    from sapiens_mm.checkpoint import load_checkpoint
-    cfg = config if isinstance(config, Config) else Config.fromfile(config)
-    cfg = copy.deepcopy(cfg)
-    cfg.model.backbone.init_cfg = None
-    task = task_of_config(cfg)
-    with DefaultScope.overwrite_default_scope(_SCOPES[task]):
-        if task == 'pose':
-            from mmpose.registry import MODELS
-        else:
-            from mmseg.registry import MODELS
-        model = MODELS.build(cfg.model)
-    if checkpoint is not None:
-        load_checkpoint(model, checkpoint, strict=True)
-    model.eval()
+    mode, with random weights or ``checkpoint`` (strict): the model of
+    :func:`sapiens_mm.deploy.build_task_model`, with its config as
+    ``model.cfg``."""
+    from sapiens_mm.deploy import build_task_model as build
+    _, cfg, model = build(config, checkpoint)
     model.cfg = cfg
     return model
 

@@ -116,8 +116,8 @@ def build_task_model(
         load_checkpoint(model, str(checkpoint), strict=True)
     else:
         print_log(
-            f'No checkpoint for the {task} model: it is exported with '
-            'its initial (random) weights.',
+            f'No checkpoint for the {task} model: it keeps its initial '
+            '(random) weights.',
             logger='current',
             level=30)
     return task, cfg, model.eval()
