@@ -204,10 +204,6 @@ class _TaskModel:
                         pseudo_collate(packed[start:start + batch_size])))
         return samples
 
-    def predict(self, data_infos: List[dict], batch_size: int) -> list:
-        """Run the pipeline and the model on ``data_infos`` in batches."""
-        return self.run(self.prepare(data_infos), batch_size)
-
     def compile(self) -> None:
         """``torch.compile`` the backbone in place (the first forward pass
         at each new input shape compiles it)."""
