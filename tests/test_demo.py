@@ -106,8 +106,11 @@ def test_adapt_config_points_at_data_and_makes_a_short_run(data, tmp_path):
 
 def test_set_input_size_rejects_sizes_the_patches_do_not_tile():
     cfg = Config.fromfile(str(ROOT / 'configs' / DEMO_TASKS['depth'].config))
-    with pytest.raises(ValueError, match='multiple of the 16 px'):
+    with pytest.raises(ValueError, match='multiples of the patch size 16'):
         set_input_size(cfg, (100, 96))
+    resized = set_input_size(cfg, (64, 48))
+    assert resized.model.backbone.img_size == (64, 48)
+    assert cfg.model.backbone.img_size == (256, 192)  # the input is kept
 
 
 def test_table_marks_the_direction_of_each_metric():

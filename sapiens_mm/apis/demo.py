@@ -156,32 +156,29 @@ def _iter_pipelines(cfg: Config):
 
 
 def set_input_size(cfg: Config, size: Tuple[int, int]) -> Config:
-    """Re-scale a Sapiens task config to another ``(H, W)`` input size.
+    """Re-scale a Sapiens task config to another ``(H, W)`` input size, for
+    training as well as testing.
 
-    Changes the backbone's ``img_size``, the data preprocessor's ``size``,
-    every resize / crop / affine transform of the pipelines and, for pose,
-    the codec (heatmaps stay at 1/4 of the input). Everything else (losses,
-    heads, optimiser) is untouched.
+    :func:`sapiens_mm.deploy.set_input_size` sets the test pipeline, the
+    data preprocessor's ``size`` and, for pose, the codec (same heatmap
+    stride), and checks the size; this also sets the backbone's
+    ``img_size`` and every resize / crop / affine / target transform of the
+    training and validation pipelines. Everything else (losses, heads,
+    optimiser) is untouched.
 
     Args:
-        cfg: A pose, seg, depth or normal config; changed in place.
+        cfg: A pose, seg, depth or normal config (not changed).
         size: New input ``(H, W)``, multiples of the patch size.
 
     Returns:
-        The same config.
+        The re-scaled copy.
     """
+    from sapiens_mm.deploy import set_input_size as set_test_input_size
+    from .inferencer import task_of_config
+    cfg = set_test_input_size(cfg, task_of_config(cfg), size)
     h, w = (int(s) for s in size)
-    if h % 16 or w % 16:
-        raise ValueError(f'input size {size} must be a multiple of the 16 px '
-                         'patch size in both dimensions.')
     cfg.model.backbone.img_size = (h, w)
-    if cfg.model.get('data_preprocessor', {}).get('size') is not None:
-        cfg.model.data_preprocessor.size = (h, w)
     head = cfg.model.get('head')
-    if head is not None and head.get('decoder') is not None:  # pose
-        codec = head.decoder
-        codec.input_size = (w, h)
-        codec.heatmap_size = (w // 4, h // 4)
     for t in _iter_pipelines(cfg):
         if t.type in ('RandomResize', 'Resize'):
             t.scale = (w, h)
@@ -217,7 +214,7 @@ def adapt_config(cfg: Config, task: str, data_root: str, work_dir: str,
     """Point a shipped tiny config at the demo data and make it a short,
     single-process CPU run (see the module docstring for what changes)."""
     iters = int(settings.iters[task])
-    set_input_size(cfg, settings.image_size)
+    cfg = set_input_size(cfg, settings.image_size)
     cfg.work_dir = work_dir
     cfg.launcher = 'none'
     cfg.randomness = dict(seed=settings.seed)
