@@ -1,9 +1,11 @@
 """The main job (``make demo``): config adaptation, the four datasets on
 generated folders through the demo's configs, the table, and a smoke run of
 the command itself (the CI variant of the main job)."""
+import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import cv2
@@ -36,7 +38,8 @@ def data(tmp_path_factory):
 
 
 def _cfg(task, data, tmp_path):
-    settings = DemoSettings(image_size=SIZE)
+    settings = DemoSettings(image_size=SIZE,
+                            input_sizes={t: SIZE for t in DEMO_TASKS})
     cfg = Config.fromfile(str(ROOT / 'configs' / DEMO_TASKS[task].config))
     return adapt_config(cfg, task, str(data), str(tmp_path), settings)
 
@@ -104,6 +107,26 @@ def test_adapt_config_points_at_data_and_makes_a_short_run(data, tmp_path):
                                                    SIZE[0] // 4)
 
 
+def test_each_task_gets_its_own_input_size(data, tmp_path):
+    """Pose crops and the dense tasks' whole images are sized separately;
+    the rendered images keep their own size."""
+    settings = DemoSettings(image_size=SIZE, input_sizes=dict(
+        pose=(96, 64), seg=(32, 48), depth=(48, 32), normal=(64, 48)))
+    for task, (h, w) in settings.input_sizes.items():
+        cfg = adapt_config(
+            Config.fromfile(str(ROOT / 'configs' / DEMO_TASKS[task].config)),
+            task, str(data), str(tmp_path), settings)
+        assert cfg.model.backbone.img_size == (h, w)
+        if task == 'pose':
+            assert cfg.model.head.decoder.input_size == (w, h)
+        else:
+            assert cfg.model.data_preprocessor.size == (h, w)
+        init_default_scope('mmpose' if task == 'pose' else 'mmseg')
+        registry = POSE_DATASETS if task == 'pose' else SEG_DATASETS
+        sample = registry.build(cfg.train_dataloader.dataset)[0]
+        assert tuple(sample['inputs'].shape) == (3, h, w)
+
+
 def test_set_input_size_rejects_sizes_the_patches_do_not_tile():
     cfg = Config.fromfile(str(ROOT / 'configs' / DEMO_TASKS['depth'].config))
     with pytest.raises(ValueError, match='multiples of the patch size 16'):
@@ -152,4 +175,12 @@ def test_demo_smoke_run(tmp_path):
             assert img is not None and img.std() > 0
         assert (out / task / 'iter_5.pth').is_file()
     assert (out / 'results.md').read_text().strip() == '\n'.join(table)
+    # The default data: one person per image, rendered at 256x192; pose
+    # trains on 192x144 crops.
+    ann = json.loads((out / 'data/val/annotations/coco_17.json').read_text())
+    per_image = Counter(a['image_id'] for a in ann['annotations'])
+    assert len(per_image) == 8 and set(per_image.values()) == {1}
+    img = cv2.imread(str(out / 'data/val/images' / ann['images'][0]['file_name']))
+    assert img.shape == (256, 192, 3)
+    assert any('pose (1/4, input 192x144)' in ln for ln in lines)
     assert any(ln.startswith('elapsed: ') for ln in lines)

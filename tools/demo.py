@@ -30,7 +30,15 @@ def parse_args(argv=None):
                         help='held-out images (default: %(default)s)')
     parser.add_argument('--size', type=int, nargs=2, default=d.image_size,
                         metavar=('H', 'W'),
-                        help='image and model input size (multiples of 16) (default: %(default)s)')
+                        help='size of the rendered images (default: %(default)s)')
+    parser.add_argument('--input-size', type=int, nargs=2, default=None,
+                        metavar=('H', 'W'),
+                        help='model input size of every task, multiples of 16 '
+                        '(default: ' + ', '.join(
+                            f'{k} {h}x{w}' for k, (h, w) in d.input_sizes.items())
+                        + ')')
+    parser.add_argument('--max-people', type=int, default=d.max_people,
+                        help='people per image, at most (default: %(default)s)')
     parser.add_argument('--iters', type=int, default=None,
                         help='training iterations for every task (default: '
                         + ', '.join(f'{k} {v}' for k, v in d.iters.items())
@@ -54,8 +62,10 @@ def main(argv=None):
     args = parse_args(argv)
     settings = DemoSettings(
         out_dir=args.out_dir, num_train=args.num_train, num_val=args.num_val,
-        image_size=tuple(args.size), lr=args.lr,
+        image_size=tuple(args.size), max_people=args.max_people, lr=args.lr,
         tasks=tuple(args.tasks), seed=args.seed, workers=args.workers)
+    if args.input_size is not None:
+        settings.input_sizes = {t: tuple(args.input_size) for t in DEMO_TASKS}
     if args.iters is not None:
         settings.iters = {t: args.iters for t in DEMO_TASKS}
     if args.batch_size is not None:
