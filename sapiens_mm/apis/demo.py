@@ -123,7 +123,9 @@ class DemoSettings:
             (depth must then order people by distance).
         iters: Training iterations per task.
         batch_sizes: Training batch size per task (person crops for
-            pose, images for the dense tasks).
+            pose, images for the dense tasks). Pose takes 1200 steps of 16
+            crops: at the same cost, more and smaller steps learnt more
+            than 600 of 32 (OKS AP 0.051 against 0.025-0.045).
         lr: Peak learning rate (AdamW with the configs' layer decay and
             clipping; linear warm-up, then cosine decay).
         seed: Data and training seed.
@@ -148,9 +150,9 @@ class DemoSettings:
         pose=(192, 144), seg=(128, 96), depth=(128, 96), normal=(128, 96)))
     max_people: int = 1
     iters: Dict[str, int] = field(default_factory=lambda: dict(
-        pose=600, seg=300, depth=300, normal=150))
+        pose=1200, seg=300, depth=300, normal=150))
     batch_sizes: Dict[str, int] = field(default_factory=lambda: dict(
-        pose=32, seg=8, depth=8, normal=8))
+        pose=16, seg=8, depth=8, normal=8))
     lr: float = 2e-3
     seed: int = 0
     tasks: Sequence[str] = tuple(DEMO_TASKS)
