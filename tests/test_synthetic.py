@@ -9,6 +9,7 @@ the 308 / 17 keypoints of the fixed COCO format.
 import hashlib
 import importlib.util
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -346,3 +347,15 @@ def test_cli_writes_dataset(tmp_path, capsys):
     img = np.asarray(Image.open(out / 'val' / 'images' / '000000.png'))
     assert img.shape == (64, 48, 3)
     assert (out / 'val' / 'annotations' / 'coco_17.json').exists()
+
+
+def test_max_people_bounds_the_people_per_image(tmp_path):
+    write_dataset(tmp_path / 'one', num_train=6, num_val=0, seed=5,
+                  size=(64, 48), max_people=1, progress=False)
+    ann = json.loads(
+        (tmp_path / 'one/train/annotations/coco_17.json').read_text())
+    per_image = Counter(a['image_id'] for a in ann['annotations'])
+    assert len(per_image) == 6 and set(per_image.values()) == {1}
+    with pytest.raises(ValueError, match='max_people must be at least 1'):
+        write_dataset(tmp_path / 'none', 1, 1, max_people=0, progress=False)
+    assert not (tmp_path / 'none').exists()  # nothing written before it

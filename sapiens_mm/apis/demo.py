@@ -116,11 +116,10 @@ class DemoSettings:
             0.005 at 128x96, 0.025-0.045 at 192x144 after 600 iterations). The
             dense tasks take the whole image at 128x96 and are evaluated at
             the rendered size.
-        max_people: People per image, at most. One by default: each image
-            then has a single subject, as in the Sapiens pose crops and
-            depth / normal renders; the generator's multi-person scenes
-            (``max_people=3``) make the short schedules learn far less
-            (depth must then order people by distance).
+        max_people: People per image, at most. One by default: the
+            generator's multi-person scenes (``max_people=3``, with
+            occlusion) make the short schedules learn far less (pose OKS AP
+            stays near 0, and depth must then order people by distance).
         iters: Training iterations per task.
         batch_sizes: Training batch size per task (person crops for
             pose, images for the dense tasks). Pose takes 1200 steps of 16

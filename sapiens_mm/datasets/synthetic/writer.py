@@ -119,6 +119,8 @@ def write_dataset(out_dir: Union[str, Path], num_train: int, num_val: int,
     Returns:
         Number of person annotations written per split.
     """
+    if int(max_people) < 1:
+        raise ValueError(f'max_people must be at least 1, got {max_people}.')
     out = Path(out_dir)
     tasks = []
     for split, n in zip(SPLITS, (num_train, num_val)):
