@@ -9,7 +9,6 @@ fixture), which is most of this file's time.
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -29,15 +28,8 @@ from sapiens_mm.deploy import (
 )
 from sapiens_mm.deploy.cli import build_parser
 from sapiens_mm.deploy.cli import main as export_main
+from tiny_configs import ROOT, TINY
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = {
-    'pose': ROOT / 'configs/pose/goliath/sapiens_tiny-210e_goliath-256x192.py',
-    'seg': ROOT / 'configs/seg/goliath/sapiens_tiny-200e_goliath-256x192.py',
-    'depth': ROOT / 'configs/depth/sapiens_tiny-200e_depth_folder-256x192.py',
-    'normal':
-    ROOT / 'configs/normal/sapiens_tiny-200e_normal_folder-256x192.py',
-}
 TASKS = tuple(TINY)
 HW = (64, 48)
 BLOCKED = ('sapiens_mm', 'mmengine', 'mmcv', 'mmpose', 'mmseg', 'mmpretrain',

@@ -16,15 +16,8 @@ from mmengine.config import Config
 
 from sapiens_mm.apis import SapiensInferencer
 from sapiens_mm.apis.infer_cli import build_parser, main
+from tiny_configs import TINY
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = {
-    'pose': ROOT / 'configs/pose/goliath/sapiens_tiny-210e_goliath-256x192.py',
-    'seg': ROOT / 'configs/seg/goliath/sapiens_tiny-200e_goliath-256x192.py',
-    'depth': ROOT / 'configs/depth/sapiens_tiny-200e_depth_folder-256x192.py',
-    'normal':
-    ROOT / 'configs/normal/sapiens_tiny-200e_normal_folder-256x192.py',
-}
 
 
 def small_cfg(task, hw=(64, 48)):
