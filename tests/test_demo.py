@@ -15,6 +15,7 @@ from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from mmpose.registry import DATASETS as POSE_DATASETS
 from mmseg.registry import DATASETS as SEG_DATASETS
+from mmseg.registry import MODELS
 
 from sapiens_mm.apis.demo import (
     DEMO_TASKS,
@@ -105,6 +106,27 @@ def test_adapt_config_points_at_data_and_makes_a_short_run(data, tmp_path):
     assert pose.model.head.decoder.input_size == (SIZE[1], SIZE[0])
     assert pose.model.head.decoder.heatmap_size == (SIZE[1] // 4,
                                                    SIZE[0] // 4)
+
+
+def test_depth_trains_with_the_chosen_loss(data, tmp_path):
+    """The demo's depth model trains with the scale-and-shift-invariant
+    loss by default; ``depth_loss=None`` keeps the config's official SiLog
+    loss. Other tasks' losses are untouched."""
+    depth = _cfg('depth', data, tmp_path)
+    assert depth.model.decode_head.loss_decode == dict(
+        type='DepthScaleShiftLoss')
+    official = adapt_config(
+        Config.fromfile(str(ROOT / 'configs' / DEMO_TASKS['depth'].config)),
+        'depth', str(data), str(tmp_path),
+        DemoSettings(image_size=SIZE, depth_loss=None))
+    assert official.model.decode_head.loss_decode.type == 'DepthSiLogLoss'
+    normal = _cfg('normal', data, tmp_path).model.decode_head.loss_decode
+    normal = normal if isinstance(normal, list) else [normal]
+    assert [loss.type for loss in normal] == ['NormalCosineLoss',
+                                              'NormalL1Loss']
+    init_default_scope('mmseg')
+    head = MODELS.build(depth.model.decode_head)
+    assert type(head.loss_decode).__name__ == 'DepthScaleShiftLoss'
 
 
 def test_each_task_gets_its_own_input_size(data, tmp_path):

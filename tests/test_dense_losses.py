@@ -1,22 +1,29 @@
-"""Depth SiLog and normal (1 - cos) / L1 losses against numpy."""
+"""Depth SiLog and scale-and-shift-invariant, and normal (1 - cos) / L1
+losses against numpy."""
 import numpy as np
 import pytest
 import torch
 from mmseg.registry import MODELS
 
 
-def silog_numpy(pred, target, eps=1e-6):
-    """Official formula, one image at a time, 0 for an empty image."""
+def _per_image_numpy(pred, target, loss, eps=1e-6):
+    """``loss(p, t)`` over each image's valid pixels, 0 for an empty image."""
     losses = []
     for p, t in zip(pred.reshape(len(pred), -1), target.reshape(
             len(target), -1)):
         valid = t > eps
-        if not valid.any():
-            losses.append(0.0)
-            continue
-        d = np.log(t[valid]) - np.log(np.maximum(p[valid], eps))
-        losses.append(np.sqrt(np.mean(d**2) - 0.5 * np.mean(d)**2))
+        losses.append(loss(p[valid], t[valid]) if valid.any() else 0.0)
     return np.array(losses)
+
+
+def silog_numpy(pred, target, eps=1e-6):
+    """Official formula, one image at a time."""
+
+    def silog(p, t):
+        d = np.log(t) - np.log(np.maximum(p, eps))
+        return np.sqrt(np.mean(d**2) - 0.5 * np.mean(d)**2)
+
+    return _per_image_numpy(pred, target, silog, eps)
 
 
 def _depth_batch():
@@ -28,20 +35,6 @@ def _depth_batch():
     pred = rng.uniform(0.05, 1.2, (3, 1, 4, 5))
     pred[2, 0, 0, :2] = -0.3  # negative predictions are clamped
     return pred, target
-
-
-def test_silog_equals_numpy_per_image_and_reduced():
-    pred, target = _depth_batch()
-    expected = silog_numpy(pred, target)
-    assert expected[1] == 0.0 and expected[0] > 0 and expected[2] > 0
-    loss = MODELS.build(dict(type='DepthSiLogLoss', reduction='none'))
-    got = loss(torch.tensor(pred), torch.tensor(target))
-    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-10)
-    mean = MODELS.build(dict(type='DepthSiLogLoss', loss_weight=2.0))
-    # official: mean over the batch, empty images count as 0
-    np.testing.assert_allclose(
-        mean(torch.tensor(pred), torch.tensor(target)).item(),
-        2.0 * expected.mean(), rtol=1e-10)
 
 
 def test_silog_all_background_batch_is_zero_with_finite_grad():
@@ -69,6 +62,83 @@ def test_silog_gradient_and_bad_arguments():
             torch.rand(1, 1, 4, 4), torch.rand(1, 1, 2, 2))
     with pytest.raises(ValueError, match='variance_focus'):
         MODELS.build(dict(type='DepthSiLogLoss', variance_focus=2.0))
+
+
+def scale_shift_rmse_numpy(pred, target, eps=1e-6):
+    """Independent reference: np.polyfit's least-squares line from pred to
+    target over the valid pixels, then the RMSE of what is left."""
+
+    def rmse(p, t):
+        s, b = np.polyfit(p, t, 1)
+        return np.sqrt(np.mean((s * p + b - t)**2))
+
+    return _per_image_numpy(pred, target, rmse, eps)
+
+
+@pytest.mark.parametrize('name,reference,rtol', [
+    ('DepthSiLogLoss', silog_numpy, 1e-10),
+    ('DepthScaleShiftLoss', scale_shift_rmse_numpy, 1e-6),
+])
+def test_depth_losses_equal_numpy_per_image_and_reduced(
+        name, reference, rtol):
+    pred, target = _depth_batch()
+    expected = reference(pred, target)
+    assert expected[1] == 0.0 and expected[0] > 0 and expected[2] > 0
+    loss = MODELS.build(dict(type=name, reduction='none'))
+    got = loss(torch.tensor(pred), torch.tensor(target))
+    np.testing.assert_allclose(got.numpy(), expected, rtol=rtol)
+    mean = MODELS.build(dict(type=name, loss_weight=2.0))
+    # official: mean over the batch, empty images count as 0
+    np.testing.assert_allclose(
+        mean(torch.tensor(pred), torch.tensor(target)).item(),
+        2.0 * expected.mean(), rtol=rtol)
+
+
+def test_scale_shift_loss_ignores_invalid_pixels():
+    pred, target = _depth_batch()
+    expected = scale_shift_rmse_numpy(pred, target)
+    loss = MODELS.build(dict(type='DepthScaleShiftLoss', reduction='none'))
+    # predictions on background / invalid pixels change nothing
+    other = pred.copy()
+    other[target <= 1e-6] = 123.0
+    np.testing.assert_allclose(
+        loss(torch.tensor(other), torch.tensor(target)).numpy(), expected,
+        rtol=1e-6)
+
+
+def test_scale_shift_loss_invariance_and_constant_prediction():
+    loss = MODELS.build(dict(type='DepthScaleShiftLoss', reduction='none'))
+    target = torch.rand(2, 1, 6, 5, dtype=torch.float64) + 0.1
+    target[:, :, 0] = -1.0
+    # any positive or negative scale and any shift of the target: loss 0
+    for scale, shift in ((3.0, -7.0), (-0.5, 2.0)):
+        pred = (scale * target + shift).requires_grad_(True)
+        value = loss(pred, target)
+        assert value.abs().max().item() < 1e-6
+        value.sum().backward()
+        assert torch.isfinite(pred.grad).all()
+    # a constant prediction leaves the target's standard deviation, with a
+    # finite gradient (no structure to scale: the fitted scale is 0)
+    pred = torch.zeros_like(target, requires_grad=True)
+    value = loss(pred, target)
+    valid = target[:, 0, 1:].reshape(2, -1)
+    np.testing.assert_allclose(value.detach().numpy(),
+                               valid.std(dim=1, unbiased=False).numpy(),
+                               rtol=1e-9)
+    value.sum().backward()
+    assert torch.isfinite(pred.grad).all()
+
+
+def test_scale_shift_loss_empty_batch_and_bad_arguments():
+    loss = MODELS.build(dict(type='DepthScaleShiftLoss'))
+    pred = torch.rand(2, 1, 4, 5, requires_grad=True)
+    value = loss(pred, torch.full((2, 1, 4, 5), -1.0))
+    value.backward()
+    assert value.item() == 0.0 and (pred.grad == 0).all()
+    with pytest.raises(ValueError, match='same shape'):
+        loss(torch.rand(1, 1, 4, 4), torch.rand(1, 1, 2, 2))
+    with pytest.raises(ValueError, match='reduction'):
+        MODELS.build(dict(type='DepthScaleShiftLoss', reduction='avg'))
 
 
 def _normal_batch():

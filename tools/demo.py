@@ -53,6 +53,11 @@ def parse_args(argv=None):
                         choices=list(DEMO_TASKS), help='tasks to train (default: %(default)s)')
     parser.add_argument('--seed', type=int, default=d.seed,
                         help='data and training seed (default: %(default)s)')
+    parser.add_argument('--depth-loss', default=d.depth_loss,
+                        choices=['DepthScaleShiftLoss', 'DepthSiLogLoss'],
+                        help='loss the depth model trains with (default: '
+                        '%(default)s; DepthSiLogLoss is the official '
+                        'Sapiens loss of the depth configs)')
     parser.add_argument('--workers', type=int, default=d.workers,
                         help='worker processes that render the data (default: %(default)s)')
     return parser.parse_args(argv)
@@ -63,7 +68,8 @@ def main(argv=None):
     settings = DemoSettings(
         out_dir=args.out_dir, num_train=args.num_train, num_val=args.num_val,
         image_size=tuple(args.size), max_people=args.max_people, lr=args.lr,
-        tasks=tuple(args.tasks), seed=args.seed, workers=args.workers)
+        tasks=tuple(args.tasks), seed=args.seed, workers=args.workers,
+        depth_loss=args.depth_loss)
     if args.input_size is not None:
         settings.input_sizes = {t: tuple(args.input_size) for t in DEMO_TASKS}
     if args.iters is not None:

@@ -20,7 +20,7 @@ import os.path as osp
 import pickle
 import re
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Union
 
 import numpy as np
 import torch

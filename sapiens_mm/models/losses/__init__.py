@@ -1,6 +1,9 @@
 __all__ = []
 from .depth_silog_loss import DepthSiLogLoss, depth_silog_loss  # noqa: E402
+from .depth_ssi_loss import (DepthScaleShiftLoss,  # noqa: E402
+                             depth_scale_shift_loss)
 from .normal_cosine_loss import NormalCosineLoss  # noqa: E402
 from .normal_l1_loss import NormalL1Loss  # noqa: E402
-__all__ += ['DepthSiLogLoss', 'depth_silog_loss', 'NormalCosineLoss',
+__all__ += ['DepthSiLogLoss', 'depth_silog_loss', 'DepthScaleShiftLoss',
+            'depth_scale_shift_loss', 'NormalCosineLoss',
             'NormalL1Loss']

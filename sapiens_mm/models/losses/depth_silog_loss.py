@@ -6,7 +6,7 @@ from mmseg.models.losses import SiLogLoss
 from mmseg.registry import MODELS
 from torch import Tensor
 
-__all__ = ['DepthSiLogLoss', 'depth_silog_loss']
+__all__ = ['DepthSiLogLoss', 'PerImageDepthLoss', 'depth_silog_loss']
 
 
 def depth_silog_loss(pred: Tensor,
@@ -46,8 +46,54 @@ def depth_silog_loss(pred: Tensor,
     return torch.where(positive, torch.sqrt(safe), torch.zeros_like(var))
 
 
+class PerImageDepthLoss:
+    """Shared ``forward`` of the depth losses: checks the shapes, takes the
+    (N, ) loss of each image from ``per_image`` and weights and reduces it
+    (``'mean'`` divides by ``avg_factor`` if given, else by N: images
+    without a valid pixel count, as 0, as in the official loss). Expects
+    ``reduction`` and ``loss_weight`` attributes."""
+
+    def per_image(self, pred: Tensor, target: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self,
+                pred: Tensor,
+                target: Tensor,
+                weight: Optional[Tensor] = None,
+                avg_factor: Optional[float] = None,
+                reduction_override: Optional[str] = None,
+                **kwargs) -> Tensor:
+        """Compute the loss.
+
+        Args:
+            pred: (N, 1, H, W) predicted depth.
+            target: (N, 1, H, W) target depth, invalid pixels ``<= eps``.
+            weight: Optional (N, ) per-image weights.
+            avg_factor: Optional denominator of the ``'mean'`` reduction.
+            reduction_override: Overrides ``reduction`` for this call.
+
+        Returns:
+            Scalar loss, or (N, ) with ``reduction='none'``.
+        """
+        if pred.shape != target.shape:
+            raise ValueError(
+                f'pred {tuple(pred.shape)} and target {tuple(target.shape)} '
+                'must have the same shape; resize the prediction to the '
+                'target first.')
+        loss = self.per_image(pred, target)
+        if weight is not None:
+            loss = loss * weight.to(loss)
+        reduction = reduction_override or self.reduction
+        if reduction == 'sum':
+            loss = loss.sum()
+        elif reduction == 'mean':
+            loss = (loss.sum() / avg_factor if avg_factor is not None else
+                    loss.mean())
+        return self.loss_weight * loss
+
+
 @MODELS.register_module()
-class DepthSiLogLoss(SiLogLoss):
+class DepthSiLogLoss(PerImageDepthLoss, SiLogLoss):
     """SiLog loss with the Sapiens validity rule and a safe empty case.
 
     Same formula as mmseg's ``SiLogLoss`` (and the official Sapiens loss):
@@ -85,40 +131,6 @@ class DepthSiLogLoss(SiLogLoss):
                          eps=eps, loss_name=loss_name)
         self.variance_focus = variance_focus
 
-    def forward(self,
-                pred: Tensor,
-                target: Tensor,
-                weight: Optional[Tensor] = None,
-                avg_factor: Optional[float] = None,
-                reduction_override: Optional[str] = None,
-                **kwargs) -> Tensor:
-        """Compute the loss.
-
-        Args:
-            pred: (N, 1, H, W) predicted depth.
-            target: (N, 1, H, W) target depth, invalid pixels ``<= eps``.
-            weight: Optional (N, ) per-image weights.
-            avg_factor: Optional denominator of the ``'mean'`` reduction.
-            reduction_override: Overrides ``reduction`` for this call.
-
-        Returns:
-            Scalar loss, or (N, ) with ``reduction='none'``.
-        """
-        if pred.shape != target.shape:
-            raise ValueError(
-                f'pred {tuple(pred.shape)} and target {tuple(target.shape)} '
-                'must have the same shape; resize the prediction to the '
-                'target first.')
-        reduction = reduction_override or self.reduction
-        loss = depth_silog_loss(pred, target, self.eps, self.variance_focus)
-        if weight is not None:
-            loss = loss * weight.to(loss)
-        if reduction == 'none':
-            pass
-        elif reduction == 'sum':
-            loss = loss.sum()
-        elif avg_factor is not None:
-            loss = loss.sum() / avg_factor
-        else:
-            loss = loss.mean()
-        return self.loss_weight * loss
+    def per_image(self, pred: Tensor, target: Tensor) -> Tensor:
+        """(N, ) SiLog loss of each image."""
+        return depth_silog_loss(pred, target, self.eps, self.variance_focus)
