@@ -122,10 +122,10 @@ class DemoSettings:
             stays near 0, and depth must then order people by distance).
         iters: Training iterations per task.
         batch_sizes: Training batch size per task (person crops for
-            pose, images for the dense tasks). Pose takes 1200 steps of 16
-            crops: at the same cost, more and smaller steps learnt more
-            than 600 of 32 (OKS AP 0.038-0.051 against 0.025-0.045); 900
-            steps of 16 gave 0.033-0.037.
+            pose, images for the dense tasks). Pose takes 2400 steps of 8
+            crops: at about the same cost, more and smaller steps learnt
+            more (OKS AP 0.057-0.079 against 0.038-0.051 for 1200 x 16 and
+            0.025-0.045 for 600 x 32; 3600 x 4 gave 0.062).
         lr: Peak learning rate (AdamW with the configs' layer decay and
             clipping; linear warm-up, then cosine decay).
         seed: Data and training seed.
@@ -159,9 +159,9 @@ class DemoSettings:
         pose=(192, 144), seg=(128, 96), depth=(128, 96), normal=(128, 96)))
     max_people: int = 1
     iters: Dict[str, int] = field(default_factory=lambda: dict(
-        pose=1200, seg=300, depth=300, normal=150))
+        pose=2400, seg=300, depth=300, normal=150))
     batch_sizes: Dict[str, int] = field(default_factory=lambda: dict(
-        pose=16, seg=8, depth=8, normal=8))
+        pose=8, seg=8, depth=8, normal=8))
     lr: float = 2e-3
     seed: int = 0
     tasks: Sequence[str] = tuple(DEMO_TASKS)
