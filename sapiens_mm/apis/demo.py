@@ -17,7 +17,8 @@ project working on a machine with no downloads and no GPU:
 The configs are the project's real ones; the demo only changes what a short
 CPU run needs: data root, input size, number of iterations, learning rate
 (the configs' rates are for fine-tuning a pretrained backbone; these models
-start from random weights), schedule, batch size and worker count.
+start from random weights), schedule, batch size and worker count, head
+width, milder augmentation, and the depth loss (see :class:`DemoSettings`).
 """
 import contextlib
 import copy
