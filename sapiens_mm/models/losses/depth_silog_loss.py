@@ -6,7 +6,8 @@ from mmseg.models.losses import SiLogLoss
 from mmseg.registry import MODELS
 from torch import Tensor
 
-__all__ = ['DepthSiLogLoss', 'PerImageDepthLoss', 'depth_silog_loss']
+__all__ = ['DepthSiLogLoss', 'PerImageDepthLoss', 'depth_silog_loss',
+           'sqrt_or_zero']
 
 
 def depth_silog_loss(pred: Tensor,
@@ -38,12 +39,18 @@ def depth_silog_loss(pred: Tensor,
     count = valid.sum(dim=1).clamp(min=1).to(d.dtype)
     mean_d = d.sum(dim=1) / count
     mean_d2 = d.pow(2).sum(dim=1) / count
-    var = mean_d2 - variance_focus * mean_d.pow(2)
-    # sqrt has an infinite slope at 0: route exact zeros (no valid pixel,
-    # or a perfect prediction) around it so the gradient stays finite.
-    positive = var > 0
-    safe = torch.where(positive, var, torch.ones_like(var))
-    return torch.where(positive, torch.sqrt(safe), torch.zeros_like(var))
+    return sqrt_or_zero(mean_d2 - variance_focus * mean_d.pow(2))
+
+
+def sqrt_or_zero(x: Tensor) -> Tensor:
+    """``sqrt(x)`` where ``x > 0``, else 0, with a finite gradient.
+
+    sqrt has an infinite slope at 0: exact zeros (an image with no valid
+    pixel, or a perfect prediction) are routed around it.
+    """
+    positive = x > 0
+    safe = torch.where(positive, x, torch.ones_like(x))
+    return torch.where(positive, torch.sqrt(safe), torch.zeros_like(x))
 
 
 class PerImageDepthLoss:
@@ -52,6 +59,14 @@ class PerImageDepthLoss:
     (``'mean'`` divides by ``avg_factor`` if given, else by N: images
     without a valid pixel count, as 0, as in the official loss). Expects
     ``reduction`` and ``loss_weight`` attributes."""
+
+    @staticmethod
+    def check_reduction(reduction: str) -> None:
+        """Raise ``ValueError`` unless ``reduction`` is one this class
+        applies."""
+        if reduction not in ('mean', 'sum', 'none'):
+            raise ValueError(f'reduction must be "mean", "sum" or "none", '
+                             f'got {reduction!r}.')
 
     def per_image(self, pred: Tensor, target: Tensor) -> Tensor:
         raise NotImplementedError
@@ -121,9 +136,7 @@ class DepthSiLogLoss(PerImageDepthLoss, SiLogLoss):
                  eps: float = 1e-6,
                  variance_focus: float = 0.5,
                  loss_name: str = 'loss_silog') -> None:
-        if reduction not in ('mean', 'sum', 'none'):
-            raise ValueError(f'reduction must be "mean", "sum" or "none", '
-                             f'got {reduction!r}.')
+        self.check_reduction(reduction)
         if not 0.0 <= variance_focus <= 1.0:
             raise ValueError(f'variance_focus must lie in [0, 1] (got '
                              f'{variance_focus}); 0.5 is the official value.')

@@ -5,7 +5,7 @@ import torch
 from mmseg.registry import MODELS
 from torch import Tensor, nn
 
-from .depth_silog_loss import PerImageDepthLoss
+from .depth_silog_loss import PerImageDepthLoss, sqrt_or_zero
 
 __all__ = ['DepthScaleShiftLoss', 'depth_scale_shift_loss']
 
@@ -46,11 +46,7 @@ def depth_scale_shift_loss(pred: Tensor,
     # A constant prediction (var 0, hence cov 0) gets scale 0.
     scale = cov / var.clamp(min=1e-12)
     residual = (scale * p_c - t_c) * w
-    mse = residual.pow(2).sum(dim=1) / count.squeeze(1)
-    # sqrt has an infinite slope at 0: keep exact zeros off it.
-    positive = mse > 0
-    safe = torch.where(positive, mse, torch.ones_like(mse))
-    return torch.where(positive, torch.sqrt(safe), torch.zeros_like(mse))
+    return sqrt_or_zero(residual.pow(2).sum(dim=1) / count.squeeze(1))
 
 
 @MODELS.register_module()
@@ -80,9 +76,7 @@ class DepthScaleShiftLoss(PerImageDepthLoss, nn.Module):
                  eps: float = 1e-6,
                  loss_name: str = 'loss_ssi') -> None:
         super().__init__()
-        if reduction not in ('mean', 'sum', 'none'):
-            raise ValueError(f'reduction must be "mean", "sum" or "none", '
-                             f'got {reduction!r}.')
+        self.check_reduction(reduction)
         self.reduction = reduction
         self.loss_weight = loss_weight
         self.eps = eps
