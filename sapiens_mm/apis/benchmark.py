@@ -38,8 +38,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from sapiens_mm.utils.sdpa import (
+    SDPA_BACKENDS,
+    resolve_sdpa_backend,
+    sdpa_backend,
+)
+
 __all__ = [
-    'DTYPES', 'KNOWN_GPU_PEAK_TFLOPS', 'WorkItem', 'Work', 'TimingStats',
+    'DTYPES', 'COMPILE_MODES', 'KNOWN_GPU_PEAK_TFLOPS', 'WorkItem', 'Work', 'TimingStats',
     'build_backbone', 'build_stock_backbone', 'build_task_model',
     'count_work', 'kernel_calls', 'measure_rates', 'limit_seconds',
     'time_callable',
@@ -66,6 +72,9 @@ KNOWN_GPU_PEAK_TFLOPS = (
 )
 
 Precision = Literal['cast', 'autocast']
+#: ``torch.compile`` modes :func:`benchmark_model` accepts.
+COMPILE_MODES = ('default', 'reduce-overhead', 'max-autotune',
+                 'max-autotune-no-cudagraphs')
 
 
 # ------------------------------------------------------------- building
@@ -494,7 +503,11 @@ def benchmark_model(model: nn.Module,
                     compare_stock: bool = False,
                     rate_min_time: float = 0.1,
                     peak_tflops: Optional[float] = None,
-                    seed: int = 0) -> dict:
+                    seed: int = 0,
+                    compile_mode: Optional[str] = None,
+                    sdpa: str = 'auto',
+                    cuda_graph: bool = False,
+                    channels_last: bool = False) -> dict:
     """Time a model, compute its limit and optionally compare with stock.
 
     Args:
@@ -521,6 +534,24 @@ def benchmark_model(model: nn.Module,
             on a GPU it defaults to :data:`KNOWN_GPU_PEAK_TFLOPS`. Gives
             ``peak_fraction``, the achieved share of it.
         seed: Seed of the random input.
+        compile_mode: ``torch.compile`` mode (:data:`COMPILE_MODES`, e.g.
+            ``'reduce-overhead'``: CUDA graphs of the compiled code on a
+            GPU; ``'max-autotune'``: also searches GEMM kernels); implies
+            ``compile``. None: the default mode.
+        sdpa: Attention kernel of our model and of the limit's attention
+            timings (:func:`sapiens_mm.utils.sdpa.sdpa_backend`):
+            ``'auto'`` (PyTorch's choice), ``'cudnn'``, ``'flash'``,
+            ``'efficient'`` or ``'math'``; CUDA-only kernels fall back to
+            ``'auto'`` on CPU.
+        cuda_graph: Capture our model's forward pass as one CUDA graph
+            (:class:`sapiens_mm.utils.cuda_graph_forward.CUDAGraphForward`)
+            and time its replays (CUDA only).
+        channels_last: Convert our model's 4-D weights (patch embedding,
+            head convolutions) to the channels-last memory format.
+
+    The stock model always runs as mmpretrain ships it (eager, PyTorch's
+    attention choice, contiguous weights): ``stock_speedup`` measures the
+    options too.
 
     Returns:
         dict: ``latency`` (:class:`TimingStats`, seconds per batch),
@@ -528,11 +559,16 @@ def benchmark_model(model: nn.Module,
         ``attention``), ``gflops_per_s``, ``limit_s`` (total / per kind),
         ``achieved_over_limit``, ``rates`` (per kernel), ``peak_mem`` /
         ``base_mem`` (bytes), ``peak_tflops`` / ``peak_fraction`` (GPU),
-        and with ``compare_stock``: ``stock_latency``, ``stock_speedup``
-        (stock median / ours) and ``stock_max_abs_diff``.
+        ``options`` (compile mode, SDPA backend in effect, CUDA graph,
+        channels-last), ``eager_max_abs_diff`` (compiled / graphed output
+        against our eager output, when one of them is on), and with
+        ``compare_stock``: ``stock_latency``, ``stock_speedup`` (stock
+        median / ours) and ``stock_max_abs_diff`` (against the output of
+        the timed configuration).
 
     Raises:
-        ValueError: Bad ``dtype``, ``precision``, ``batch_size`` or sizes.
+        ValueError: Bad ``dtype``, ``precision``, ``batch_size``, sizes,
+            ``compile_mode`` or ``sdpa``, or ``cuda_graph`` off CUDA.
     """
     if dtype not in DTYPES:
         raise ValueError(f'dtype must be one of {sorted(DTYPES)}, got '
@@ -548,9 +584,17 @@ def benchmark_model(model: nn.Module,
                          f'got {img_size!r}.')
     if repeats < 1 or warmup < 0:
         raise ValueError('repeats must be >= 1 and warmup >= 0.')
+    if compile_mode is not None and compile_mode not in COMPILE_MODES:
+        raise ValueError(f'compile_mode must be one of {list(COMPILE_MODES)},'
+                         f' got {compile_mode!r}.')
+    compile = compile or compile_mode is not None
     dev = torch.device(device)
     if dev.type == 'cuda' and not torch.cuda.is_available():
         raise RuntimeError(f'device={device!r} but CUDA is not available.')
+    if cuda_graph and dev.type != 'cuda':
+        raise ValueError(f'cuda_graph needs a CUDA device, got {device!r}; '
+                         'leave it off on CPU.')
+    sdpa = resolve_sdpa_backend(sdpa, dev)
     torch_dtype = DTYPES[dtype]
     stock = None
     if compare_stock:
@@ -562,37 +606,43 @@ def benchmark_model(model: nn.Module,
             stock = copy.deepcopy(model)
             stock.backbone = stock_backbone
     model = _prepare(model, dev, torch_dtype, precision)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
     in_dtype = torch_dtype if precision == 'cast' else torch.float32
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(batch_size, 3, *img_size, generator=gen).to(
         device=dev, dtype=in_dtype)
 
-    def runner(m):
+    def runner(m, backend='auto'):
         fwd = _forward_fn(m)
 
-        def run():
+        def forward(inputs):
             with torch.inference_mode(), _precision_ctx(
-                    dev, torch_dtype, precision):
-                return fwd(x)
-        return run
+                    dev, torch_dtype, precision), sdpa_backend(backend, dev):
+                return fwd(inputs)
+        return forward
 
     # The counting pass is also the first warm-up pass (a forward pass of
     # a big model in emulated bf16 takes minutes) and gives the output.
-    eager = runner(model)
+    forward = runner(model, sdpa)
     outs = []
-    work = count_work(model, lambda: outs.append(eager()))
+    work = count_work(model, lambda: outs.append(forward(x)))
     out = _first_tensor(outs.pop()).float()
     if compile:  # in place: keeps ``_forward`` / ``backbone`` reachable
-        getattr(model, 'backbone', model).compile()
-    run = runner(model)
-    kernels = kernel_calls(work, dev)
+        getattr(model, 'backbone', model).compile(
+            **({} if compile_mode in (None, 'default') else
+               dict(mode=compile_mode)))
+    kernels = {
+        it: _with_sdpa(fn, sdpa, dev) if it.kind == 'attention' else fn
+        for it, fn in kernel_calls(work, dev).items()
+    }
     stock_run, stock_outs = None, []
     if stock is not None:
         stock = _prepare(stock, dev, torch_dtype, precision)
         stock_fwd = runner(stock)
 
         def stock_run():
-            stock_outs[:] = [stock_fwd()]
+            stock_outs[:] = [stock_fwd(x)]
 
     # Warm-up, then rounds of: our model and the stock model (which one
     # goes first alternates), one timing of each kernel. Interleaving keeps
@@ -601,7 +651,16 @@ def benchmark_model(model: nn.Module,
     # from the kernel timings when the next round starts (measured on an
     # H200: the first model of a round ran ~6 % slower).
     for _ in range(warmup if compile else max(0, warmup - 1)):
-        run()
+        forward(x)
+    if cuda_graph:  # captured after the warm-up (compilation included)
+        from sapiens_mm.utils.cuda_graph_forward import CUDAGraphForward
+        graphed = CUDAGraphForward(forward, x, warmup=1)
+
+        def run():
+            return graphed(x)
+    else:
+        def run():
+            return forward(x)
     for _ in range(warmup if stock is not None else 0):
         stock_run()
     for fn in kernels.values():
@@ -620,11 +679,17 @@ def benchmark_model(model: nn.Module,
                                                  repeats=1).times)
             stock_peak = max(stock_peak, mem.peak)
 
+    last = []  # the output of the last timed run (a graph reuses its own)
+
+    def run_and_keep():
+        last[:] = [run()]
+
     for i in range(repeats):
         if i % 2:
             time_stock()
         with PeakMemory(dev) as mem:
-            times += time_callable(run, dev, warmup=0, repeats=1).times
+            times += time_callable(run_and_keep if i == repeats - 1 else run,
+                                   dev, warmup=0, repeats=1).times
         peak, base = max(peak, mem.peak), max(base, mem.base)
         exact = exact and mem.exact
         if not i % 2:
@@ -633,6 +698,7 @@ def benchmark_model(model: nn.Module,
             kernel_times[it].append(
                 time_callable(fn, dev, warmup=0, repeats=1,
                               min_time=rate_min_time).median)
+    final = _first_tensor(last.pop()).float().clone()
     stats = TimingStats(times)
     rates = {
         it: it.flops / statistics.median(ts)
@@ -652,7 +718,12 @@ def benchmark_model(model: nn.Module,
                      attention=limit_seconds(work, rates, 'attention')),
         achieved_over_limit=limit / stats.median,
         rates={it: (n, rates[it]) for it, n in work.items.items()},
-        peak_mem=peak, base_mem=base, mem_exact=exact)
+        peak_mem=peak, base_mem=base, mem_exact=exact,
+        options=dict(compile_mode=(compile_mode or 'default') if compile
+                     else None, sdpa=sdpa, cuda_graph=cuda_graph,
+                     channels_last=channels_last))
+    if compile or cuda_graph:
+        result['eager_max_abs_diff'] = float((final - out).abs().max())
     if dev.type == 'cuda' or peak_tflops:
         peak_t = peak_tflops or gpu_peak_tflops(dev)
         result['peak_tflops'] = peak_t
@@ -665,8 +736,20 @@ def benchmark_model(model: nn.Module,
             stock_latency=stock_stats,
             stock_speedup=stock_stats.median / stats.median,
             stock_peak_mem=stock_peak,
-            stock_max_abs_diff=float((out - stock_out).abs().max()))
+            stock_max_abs_diff=float((final - stock_out).abs().max()))
     return result
+
+
+def _with_sdpa(fn: Callable[[], object], backend: str,
+               device: torch.device) -> Callable[[], object]:
+    """``fn`` run under :func:`sapiens_mm.utils.sdpa.sdpa_backend`."""
+    if backend == 'auto':
+        return fn
+
+    def run():
+        with sdpa_backend(backend, device):
+            return fn()
+    return run
 
 
 def end_to_end(inferencer, folder: str, out_dir: str,
@@ -768,6 +851,7 @@ def format_report(result: dict) -> str:
         + f", dtype {result['dtype']} ({result['precision']}), batch "
         f"{result['batch_size']}, input {result['img_size'][0]}x"
         f"{result['img_size'][1]}, compile {result['compile']}",
+        _fmt_options(result.get('options', {})),
         f"images/s            {result['images_per_s']:.4g}",
         f"latency (per batch) median {_fmt_s(lat.median)}, min "
         f"{_fmt_s(lat.min)}, max {_fmt_s(lat.max)}, IQR {_fmt_s(lat.iqr)} "
@@ -800,6 +884,9 @@ def format_report(result: dict) -> str:
                 f"achieved {100 * result['peak_fraction']:.1f} % of it")
         else:
             lines.append('GPU peak            unknown (pass --peak-tflops)')
+    if 'eager_max_abs_diff' in result:
+        lines.append(f"max abs difference to our eager output "
+                     f"{result['eager_max_abs_diff']:.3g}")
     if 'stock_latency' in result:
         s = result['stock_latency']
         lines.append(
@@ -809,6 +896,14 @@ def format_report(result: dict) -> str:
             f"{result['stock_speedup']:.3f} (stock time / ours), max abs "
             f"output difference {result['stock_max_abs_diff']:.3g}")
     return '\n'.join(lines)
+
+
+def _fmt_options(options: dict) -> str:
+    return (f"options             compile mode "
+            f"{options.get('compile_mode') or 'off'}, attention kernel "
+            f"{options.get('sdpa', 'auto')}, CUDA graph "
+            f"{'on' if options.get('cuda_graph') else 'off'}, channels-last "
+            f"{'on' if options.get('channels_last') else 'off'}")
 
 
 def format_end_to_end(result: dict) -> str:
@@ -878,6 +973,21 @@ def build_parser(prog: Optional[str] = None):
                    help='timed forward passes (default: %(default)s)')
     p.add_argument('--compile', action='store_true',
                    help='time torch.compile(model) (compiled in the warm-up)')
+    p.add_argument('--compile-mode', choices=COMPILE_MODES, default=None,
+                   help='torch.compile mode (implies --compile): '
+                   'reduce-overhead adds CUDA graphs on a GPU, max-autotune '
+                   'also searches GEMM kernels')
+    p.add_argument('--sdpa-backend', choices=SDPA_BACKENDS, default='auto',
+                   help='attention kernel of our model and of the limit: '
+                   'auto (PyTorch chooses), cudnn, flash, efficient, math; '
+                   'cudnn / efficient fall back to auto on CPU (default: '
+                   '%(default)s)')
+    p.add_argument('--cuda-graph', action='store_true',
+                   help='capture our forward pass as one CUDA graph and time '
+                   'its replays (CUDA only; fixed batch)')
+    p.add_argument('--channels-last', action='store_true',
+                   help='channels-last 4-D weights (patch embedding, head '
+                   'convolutions)')
     p.add_argument('--compare-stock', action='store_true',
                    help='also time mmpretrain\'s VisionTransformer with the '
                    'same arch and weights; print the speed ratio and the '
@@ -951,6 +1061,9 @@ def main(argv: Optional[Sequence[str]] = None,
     device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
     if args.e2e_only and not args.end_to_end:
         raise SystemExit('--e2e-only needs --end-to-end FOLDER.')
+    if args.cuda_graph and not str(device).startswith('cuda'):
+        raise SystemExit(f'--cuda-graph needs a CUDA device (got {device}); '
+                         'leave it off on CPU.')
     model = None
     if args.config:
         if not args.e2e_only:
@@ -981,7 +1094,9 @@ def main(argv: Optional[Sequence[str]] = None,
             precision='autocast' if args.autocast else 'cast',
             device=device, warmup=args.warmup, repeats=args.repeats,
             compile=args.compile, compare_stock=args.compare_stock,
-            peak_tflops=args.peak_tflops)
+            peak_tflops=args.peak_tflops, compile_mode=args.compile_mode,
+            sdpa=args.sdpa_backend, cuda_graph=args.cuda_graph,
+            channels_last=args.channels_last)
         print(format_report(result), flush=True)
         results['model_only'] = _jsonable(result)
     del model
