@@ -166,3 +166,24 @@ def test_cuda_kernels_match_math(name):
         with sdpa_backend(name, 'cuda'):
             out = model(x)[0].float()
     assert (out - ref).abs().max() <= 0.02 * ref.abs().max()
+
+
+def test_train_flops_are_three_forward_passes_counted_on_real_tensors():
+    """gpu_train_check counts FLOPs on the meta device with torch's
+    counter; the benchmark's hook counter on real CPU tensors must agree."""
+    import importlib.util
+    from pathlib import Path
+
+    from test_inferencer import small_cfg
+
+    from sapiens_mm.apis.benchmark import build_task_model, count_work
+    path = Path(__file__).resolve().parents[1] / 'tools' / 'analysis' / \
+        'gpu_train_check.py'
+    spec = importlib.util.spec_from_file_location('gpu_train_check', path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    cfg = small_cfg('seg')
+    model = build_task_model(cfg)
+    work = count_work(model, lambda: model._forward(torch.randn(2, 3, 64, 48)))
+    assert work.flops('attention') > 0
+    assert tool.train_flops(cfg, 2, (64, 48)) == 3 * work.flops()
