@@ -167,7 +167,7 @@ def main(argv: Optional[Sequence[str]] = None,
     args = build_parser(prog).parse_args(argv)
     from mmengine.logging import print_log
 
-    from .inferencer import SapiensInferencer
+    from .inferencers import SapiensInferencer
     bboxes = _load_bboxes(args.bboxes)
     inferencer = SapiensInferencer(
         models=models_from_args(args),
