@@ -8,7 +8,7 @@ DATA_DIR = Path(__file__).resolve().parents[1] / 'data'
 
 __all__ = [
     'DATA_DIR', 'BODY_PART_VOCABS', 'load_goliath_keypoints',
-    'load_body_part_classes', 'vocab_for_num_classes'
+    'load_body_part_classes', 'vocab_for_num_classes', 'load_keypoint_formats'
 ]
 
 #: Number of classes -> body-part vocabulary in ``body_part_classes.json``.
@@ -49,3 +49,13 @@ def vocab_for_num_classes(num_classes: int) -> str:
             f'ones have {sorted(BODY_PART_VOCABS)} '
             f'({list(BODY_PART_VOCABS.values())}).')
     return BODY_PART_VOCABS[num_classes]
+
+
+@lru_cache(maxsize=None)
+def load_keypoint_formats() -> dict:
+    """The keypoint layouts results convert to (COCO-17, COCO-WholeBody-133,
+    OpenPose body-18 / hands / face-70): ``layouts`` (name lists),
+    ``derived`` and ``goliath_aliases`` (see
+    :mod:`sapiens_mm.datasets.keypoint_formats`)."""
+    with open(DATA_DIR / 'keypoint_formats.json') as f:
+        return json.load(f)
