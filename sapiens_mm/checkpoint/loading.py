@@ -10,6 +10,10 @@ executed. A user who trusts a file that needs another type can allow it with
 :func:`add_trusted_types` or the ``SAPIENS_MM_TRUSTED_TYPES`` environment
 variable (comma-separated ``module.Name`` entries).
 
+``.safetensors`` files (the Sapiens2 release format; tensors only, no
+pickle) are read with the ``safetensors`` package, recognised by suffix or
+layout.
+
 Importing :mod:`sapiens_mm` registers :func:`load_local` as mmengine's loader
 for local paths, so ``Runner`` resume / ``load_from`` and ``Pretrained``
 init go through the same safe path.
@@ -20,7 +24,7 @@ import os.path as osp
 import pickle
 import re
 from collections import OrderedDict
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Union
 
 import numpy as np
 import torch
@@ -28,11 +32,13 @@ import torch.nn as nn
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
+from .safetensors_io import is_safetensors_file, load_safetensors
+from .sapiens2_layout import from_official_layout
+
 __all__ = [
     'CheckpointTypeError', 'TrustedTypeError', 'add_trusted_types',
     'trusted_types', 'load_file', 'get_state_dict', 'load_state_dict',
-    'check_finite', 'non_finite_tensors', 'state_dict_problems',
-    'load_checkpoint',
+    'check_finite', 'non_finite_tensors', 'load_checkpoint',
     'load_backbone_checkpoint', 'register_mmengine_loader'
 ]
 
@@ -270,11 +276,13 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
     """Read a checkpoint file safely (``weights_only=True`` + allowlist).
 
     Args:
-        path: Local file path.
+        path: Local file path: a ``torch.save`` file, or a ``.safetensors``
+            file (read without pickle).
         map_location: As for ``torch.load``. Defaults to ``'cpu'``.
 
     Returns:
-        The unpickled object (usually a dict).
+        The unpickled object (usually a dict); for safetensors the flat
+        name -> tensor dict.
 
     Raises:
         FileNotFoundError: The path is not a file.
@@ -284,12 +292,15 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
         pickle.UnpicklingError: The file is empty, truncated or not a
             checkpoint.
         TrustedTypeError: A bad ``SAPIENS_MM_TRUSTED_TYPES`` entry.
+        ValueError: A safetensors file that cannot be read.
     """
     path = osp.expanduser(str(path))
     if not osp.isfile(path):
         raise FileNotFoundError(f'Checkpoint file not found: {path}')
     if osp.getsize(path) == 0:
         raise _not_a_checkpoint(path, 'the file is empty')
+    if is_safetensors_file(path):
+        return load_safetensors(path, map_location)
     allowed = trusted_types()
     try:
         with torch.serialization.safe_globals(allowed):
@@ -385,39 +396,9 @@ def check_finite(state_dict: Dict[str, torch.Tensor],
             'checkpoint.')
 
 
-def state_dict_problems(module: nn.Module,
-                        state_dict: Dict[str, torch.Tensor],
-                        source: str = 'state dict') -> Tuple[str, List[str]]:
-    """How ``state_dict`` does not fit ``module``, without loading it.
-
-    Returns:
-        ``(message, wrong_shape_keys)``: the message lists the missing,
-        unexpected and wrong-shape keys (``''`` when the state dict fits).
-        Position embeddings may differ in shape (they are resized on load).
-    """
-    own = module.state_dict()
-    mismatched = [
-        k for k, v in state_dict.items()
-        if k in own and k != 'pos_embed' and not k.endswith('.pos_embed')
-        and tuple(v.shape) != tuple(own[k].shape)
-    ]
-    problems = []
-    if mismatched:
-        problems.append('wrong shape: ' + '; '.join(
-            f'{k} checkpoint {tuple(state_dict[k].shape)} vs model '
-            f'{tuple(own[k].shape)}' for k in mismatched[:20]) +
-            f'{"; ..." if len(mismatched) > 20 else ""} ({len(mismatched)})')
-    missing = [k for k in own if k not in state_dict]
-    unexpected = [k for k in state_dict if k not in own]
-    for what, keys in (('missing keys', missing), ('unexpected keys',
-                                                   unexpected)):
-        if keys:
-            problems.append(f'{what} {keys[:20]}'
-                            f'{"..." if len(keys) > 20 else ""} ({len(keys)})')
-    if not problems:
-        return '', mismatched
-    return (f'{source} does not fit {type(module).__name__}: ' +
-            ', '.join(problems) + '.'), mismatched
+def _key_list(keys: List[str], limit: int = 20) -> str:
+    more = f', ... ({len(keys)} in all)' if len(keys) > limit else ''
+    return ', '.join(keys[:limit]) + more
 
 
 def load_state_dict(module: nn.Module,
@@ -427,26 +408,41 @@ def load_state_dict(module: nn.Module,
     """``module.load_state_dict`` with an error that lists every problem.
 
     Non-finite weights are always refused (:func:`check_finite`), with
-    ``strict`` or not. Without ``strict`` the fitting weights are loaded
-    and the rest is listed in a warning.
+    ``strict`` or not.
 
     Raises:
-        RuntimeError: With ``strict``, if any key is missing, unexpected or
-            of the wrong shape (:func:`state_dict_problems`).
-        ValueError: A tensor has NaN / inf values.
+        RuntimeError: If any key has the wrong shape (nothing is loaded),
+            or, with ``strict``, if any key is missing or unexpected. The
+            message lists the missing, unexpected and wrong-shape keys.
+        ValueError: A tensor has NaN / inf values (nothing is loaded).
     """
     check_finite(state_dict, source)
-    msg, mismatched = state_dict_problems(module, state_dict, source)
-    if msg and strict:
-        raise RuntimeError(msg + ' Check that the checkpoint matches the '
-                           'model arch / task, or pass strict=False.')
+    own = module.state_dict()
+    mismatched = [
+        f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}'
+        for k, v in state_dict.items()
+        if k in own and k != 'pos_embed' and not k.endswith('.pos_embed')
+        and v.shape != own[k].shape
+    ]
     if mismatched:
-        state_dict = OrderedDict(
-            (k, v) for k, v in state_dict.items() if k not in mismatched)
-    module.load_state_dict(state_dict, strict=False)
-    if msg:
-        print_log(msg + ' Loaded the fitting weights only (strict=False).',
-                  logger='current', level=30)
+        # As seen before the module's load hooks (which may add or rename
+        # keys, e.g. a missing RoPE ``periods`` buffer).
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+    else:
+        result = module.load_state_dict(state_dict, strict=False)
+        missing, unexpected = result.missing_keys, result.unexpected_keys
+        if not (missing or unexpected):
+            return
+    msg = (f'{source} does not fit {type(module).__name__}: '
+           f'{len(missing)} missing keys [{_key_list(missing)}], '
+           f'{len(unexpected)} unexpected keys [{_key_list(unexpected)}], '
+           f'{len(mismatched)} wrong-shape keys [{_key_list(mismatched)}].')
+    if mismatched or strict:
+        raise RuntimeError(
+            msg + ' Check that the checkpoint matches the model arch / task'
+            + ('.' if mismatched else ', or pass strict=False.'))
+    print_log(msg, logger='current', level=30)
 
 
 def load_checkpoint(model: nn.Module,
@@ -458,8 +454,9 @@ def load_checkpoint(model: nn.Module,
 
     Args:
         model: e.g. a ``TopdownPoseEstimator`` or ``EncoderDecoder``.
-        path: Runner checkpoint, official full checkpoint or plain state
-            dict.
+        path: Runner checkpoint, official full checkpoint, plain state
+            dict, or official Sapiens2 ``.safetensors`` (``decode_head.*``
+            keys go to ``head.*`` for mmpose estimators).
         map_location: As for ``torch.load``.
         strict: Raise on missing / unexpected keys. Defaults to True.
         revise_keys: ``[(regex, replacement), ...]`` applied to every key.
@@ -468,7 +465,7 @@ def load_checkpoint(model: nn.Module,
         The loaded checkpoint object (with ``meta`` when the file has one).
     """
     checkpoint = load_file(path, map_location)
-    state = get_state_dict(checkpoint)
+    state = from_official_layout(get_state_dict(checkpoint), model)
     for pattern, repl in revise_keys or []:
         state = OrderedDict(
             (re.sub(pattern, repl, k), v) for k, v in state.items())
@@ -484,9 +481,10 @@ def load_backbone_checkpoint(backbone: nn.Module,
 
     Args:
         backbone: The backbone module.
-        path: An official ``*_clean.pth`` (flat backbone state dict), an MAE
-            or task checkpoint (keys under ``backbone.``) or a Runner
-            checkpoint.
+        path: An official ``*_clean.pth`` or Sapiens2 pretrain
+            ``.safetensors`` (flat backbone state dict), an MAE or task
+            checkpoint (``.pth`` or ``.safetensors``, keys under
+            ``backbone.``) or a Runner checkpoint.
         prefix: Key prefix of the backbone inside the file. ``None`` picks
             ``'backbone.'`` when keys carry it, else no prefix.
         strict: Raise on missing / unexpected keys.

@@ -6,7 +6,10 @@ from typing import Literal
 
 DATA_DIR = Path(__file__).resolve().parents[1] / 'data'
 
-__all__ = ['DATA_DIR', 'load_goliath_keypoints', 'load_body_part_classes']
+__all__ = [
+    'DATA_DIR', 'load_goliath_keypoints', 'load_body_part_classes',
+    'load_keypoint_formats'
+]
 
 
 @lru_cache(maxsize=None)
@@ -29,3 +32,13 @@ def load_body_part_classes(
         raise KeyError(f'Unknown vocabulary {vocab!r}; choose from '
                        f'{sorted(data)}.')
     return data[vocab]
+
+
+@lru_cache(maxsize=None)
+def load_keypoint_formats() -> dict:
+    """The keypoint layouts results convert to (COCO-17, COCO-WholeBody-133,
+    OpenPose body-18 / hands / face-70): ``layouts`` (name lists),
+    ``derived`` and ``goliath_aliases`` (see
+    :mod:`sapiens_mm.datasets.keypoint_formats`)."""
+    with open(DATA_DIR / 'keypoint_formats.json') as f:
+        return json.load(f)

@@ -7,7 +7,8 @@ from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 
 from sapiens_mm.checkpoint import (check_finite, get_state_dict,
-                                   state_dict_problems)
+                                   load_state_dict)
+from sapiens_mm.checkpoint.sapiens2_layout import from_official_layout
 
 __all__ = ['StrictLoadHook']
 
@@ -22,12 +23,15 @@ class StrictLoadHook(Hook):
     partly and the rest of the model keeps its random initialisation, so an
     evaluation reports metrics of random weights without an error. This
     hook runs in ``after_load_checkpoint`` (called with the checkpoint just
-    before its weights are copied into the model) and
+    before the Runner copies its weights into the model) and
 
     - refuses NaN / inf weights, naming the tensors (always);
-    - with ``strict=True`` (default) raises ``RuntimeError`` listing the
-      missing, unexpected and wrong-shape keys; with ``strict=False`` logs
-      them as a warning and lets the Runner load what fits.
+    - with ``strict=True`` (default) loads the weights with
+      :func:`sapiens_mm.checkpoint.load_state_dict` (official Sapiens2 key
+      layouts renamed as by ``load_checkpoint``), which raises
+      ``RuntimeError`` listing the missing, unexpected and wrong-shape
+      keys; with ``strict=False`` logs a warning and lets the Runner load
+      what fits (mmengine lists the rest).
 
     ``tools/test.py`` adds it (``--non-strict`` sets ``strict=False``).
 
@@ -47,17 +51,25 @@ class StrictLoadHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         model = runner.model.module if is_model_wrapper(
             runner.model) else runner.model
-        state = get_state_dict(checkpoint)
-        check_finite(state, self.source)
-        msg, _ = state_dict_problems(model, state, self.source)
-        if not msg:
+        state = from_official_layout(get_state_dict(checkpoint), model)
+        # what the Runner loads next: the checked (renamed) weights
+        target = checkpoint['state_dict'] if isinstance(
+            checkpoint.get('state_dict'), dict) else checkpoint
+        target.clear()
+        target.update(state)
+        if not self.strict:
+            check_finite(state, self.source)
+            print_log(
+                '--non-strict: the checkpoint is evaluated even if it does '
+                'not fit the model; weights that do not fit keep their '
+                'random initialisation (listed below), so the metrics may '
+                'not measure this checkpoint.', logger='current', level=30)
             return
-        if self.strict:
+        try:
+            load_state_dict(model, state, strict=True, source=self.source)
+        except RuntimeError as e:
             raise RuntimeError(
-                msg + ' Evaluating it would report metrics of partly random '
+                f'{e} Evaluating it would report metrics of partly random '
                 'weights. Use the checkpoint of this config (same task, arch '
-                'and size), or pass --non-strict to evaluate anyway.')
-        print_log(msg + ' --non-strict: evaluating anyway; the weights that '
-                  'do not fit keep their random initialisation, so the '
-                  'metrics do not measure this checkpoint.',
-                  logger='current', level=30)
+                'and size), or pass --non-strict to evaluate anyway.'
+            ) from None
