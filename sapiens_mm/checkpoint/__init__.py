@@ -14,3 +14,14 @@ from .convert import (convert_pretrain_to_clean,  # noqa: E402
                       extract_backbone_state_dict)
 
 __all__ += ['convert_pretrain_to_clean', 'extract_backbone_state_dict']
+from .safetensors_io import (is_safetensors_file,  # noqa: E402
+                             load_safetensors, save_safetensors)
+from .sapiens2_layout import (add_official_layout_hook,  # noqa: E402
+                              from_official_layout, save_official_checkpoint,
+                              to_official_layout)
+
+__all__ += [
+    'is_safetensors_file', 'load_safetensors', 'save_safetensors',
+    'from_official_layout', 'to_official_layout', 'save_official_checkpoint',
+    'add_official_layout_hook'
+]
