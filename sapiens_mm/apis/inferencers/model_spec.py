@@ -59,10 +59,11 @@ def _check_task(task: Optional[str], where: str) -> None:
 
 def _resolve_exported(checkpoint: str, config,
                       task_hint: Optional[str]) -> ResolvedModel:
-    from sapiens_mm.deploy import read_metadata
+    from sapiens_mm.deploy import config_from_data, read_metadata
     meta = read_metadata(checkpoint)
-    cfg = Config.fromstring(meta['config'], '.py') if config is None else \
-        load_config(config)
+    # data only: a stored config is never executed
+    cfg = config_from_data(meta.get('config'), checkpoint) if config is None \
+        else load_config(config)
     task = task_of_config(cfg)
     if task != meta['task']:
         raise ValueError(f'{checkpoint} is a {meta["task"]} model but its '
