@@ -176,14 +176,16 @@ def test_train_flops_are_three_forward_passes_counted_on_real_tensors():
 
     from test_inferencer import small_cfg
 
-    from sapiens_mm.apis.benchmark import build_task_model, count_work
+    from sapiens_mm.apis.benchmark import count_work
+    from sapiens_mm.apis.inference import init_model
     path = Path(__file__).resolve().parents[1] / 'tools' / 'analysis' / \
         'gpu_train_check.py'
     spec = importlib.util.spec_from_file_location('gpu_train_check', path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     cfg = small_cfg('seg')
-    model = build_task_model(cfg)
-    work = count_work(model, lambda: model._forward(torch.randn(2, 3, 64, 48)))
+    model = init_model(cfg)
+    work = count_work(
+        model, lambda: model(torch.randn(2, 3, 64, 48), mode='tensor'))
     assert work.flops('attention') > 0
     assert tool.train_flops(cfg, 2, (64, 48)) == 3 * work.flops()

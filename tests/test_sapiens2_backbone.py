@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from mmpretrain.registry import MODELS
+from mmpose.registry import MODELS  # a config of another library
 
 from sapiens_mm.models import Sapiens2VisionTransformer
 from sapiens_mm.models.layers import (GroupedQueryAttention,
@@ -48,7 +48,7 @@ def test_official_key_layout_every_size(size):
 def test_registered_and_arch_dict():
     tiny = Sapiens2VisionTransformer.arch_zoo['sapiens2_tiny']
     model = MODELS.build(dict(
-        type='Sapiens2VisionTransformer',
+        type='mmpretrain.Sapiens2VisionTransformer',
         arch={k: tiny[k] for k in ('embed_dims', 'num_layers', 'num_heads',
                                    'feedforward_channels',
                                    'num_tokenizer_layers')}))

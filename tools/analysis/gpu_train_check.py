@@ -78,7 +78,7 @@ def train_flops(cfg, batch_size: int, size) -> int:
         model = MODELS.build(cfg.model)
         x = torch.empty(batch_size, 3, *size)
         with FlopCounterMode(display=False) as counter:
-            model._forward(x)
+            model(x, mode='tensor')
     return 3 * counter.get_total_flops()
 
 
