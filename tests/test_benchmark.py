@@ -236,10 +236,38 @@ def test_end_to_end(tmp_path):
     (tmp_path / 'empty').mkdir()
     with pytest.raises(ValueError, match='No image'):
         end_to_end(inferencer, str(tmp_path / 'empty'), str(out))
-    pose = SapiensInferencer(dict(pose=small_cfg('pose')), device='cpu',
-                             detector='none')
-    with pytest.raises(ValueError, match='pose'):
-        end_to_end(pose, str(folder), str(out))
+
+
+def test_end_to_end_pose_and_seg_on_a_video(tmp_path):
+    """Pose (given boxes: 2 people per frame) and seg on a generated video;
+    the model-only time counts one dense pass per batch of frames and one
+    pose pass per batch of crops."""
+    from sapiens_mm.datasets.synthetic.video import write_video
+    info = write_video(tmp_path / 'people.mp4', num_frames=3, size=(96, 128),
+                       min_people=2, max_people=2, unique_frames=1)
+    boxes = info['boxes'][0]
+    assert len(boxes) == 2
+    inferencer = SapiensInferencer(
+        dict(pose=small_cfg('pose'), seg=small_cfg('seg')), device='cpu')
+    out = tmp_path / 'out'
+    result = end_to_end(inferencer, info['path'], str(out), batch_size=2,
+                        repeats=2, bboxes=boxes)
+    assert result['images'] == 3 and result['tasks'] == ['seg', 'pose']
+    assert result['crops_per_image'] == 2
+    for i in range(3):
+        pose = json.loads((out / 'pose' / 'people' /
+                           f'{i:06d}.json').read_text())
+        assert len(pose['instances']) == 2
+        assert (out / 'seg' / 'people' / f'{i:06d}.npy').exists()
+    per = result['model_batch_s']
+    assert per['crops'] == 4  # the first 2 frames, 2 people each
+    # 3 frames = 1.5 dense batches; 6 crops = 1.5 times the 4 sample crops
+    assert result['model_s'] == pytest.approx(1.5 * per['dense'] +
+                                              1.5 * per['pose'])
+    assert result['model_images_per_s'] == pytest.approx(
+        3 / result['model_s'])
+    assert result['ratio'] == pytest.approx(
+        result['e2e_images_per_s'] / result['model_images_per_s'])
 
 
 def test_cli_prints_and_writes_json(tmp_path, capsys):

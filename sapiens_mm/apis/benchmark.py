@@ -502,7 +502,7 @@ def _prepare(model: nn.Module, device: torch.device, dtype: torch.dtype,
 def _forward_fn(model: nn.Module) -> Callable[[torch.Tensor], object]:
     """The tensor-mode forward of a backbone or a task model."""
     if hasattr(model, 'backbone') and hasattr(model, 'data_preprocessor'):
-        return lambda x: model(x, mode='tensor')
+        return lambda x: model(x, None, mode='tensor')
     return model
 
 
@@ -791,82 +791,142 @@ def _with_sdpa(fn: Callable[[], object], backend: str,
     return run
 
 
-def end_to_end(inferencer, folder: str, out_dir: str,
+def end_to_end(inferencer, source: str, out_dir: str,
                batch_size: int = 1, warmup_images: int = 1,
-               repeats: int = 3) -> dict:
-    """Folder throughput of a :class:`SapiensInferencer` against the
-    model-only throughput of its task models at the same batch size.
+               repeats: int = 3, bboxes=None,
+               max_frames: Optional[int] = None) -> dict:
+    """Throughput of a :class:`SapiensInferencer` on a folder of images or
+    a video, against the model-only throughput of its task models on the
+    same work.
 
-    The inferencer runs once on the first ``warmup_images`` images (warm-up),
-    then on the whole folder (decode, pre-processing, models,
-    post-processing, writing to ``out_dir``). Model-only time: ``repeats``
-    timed tensor-mode forward passes of each task model on a pre-processed
-    batch of ``batch_size`` images from the folder, with the inferencer's
-    device, dtype and compile setting, half of them before and half after
-    the folder run.
+    The inferencer runs once on the first ``warmup_images`` frames
+    (warm-up), then on the whole ``source`` (decode, person detection, pre-
+    processing, models, decoding, post-processing, writing to ``out_dir``).
+
+    Model-only time is measured on the first ``batch_size`` frames, pre-
+    processed by the inferencer itself: each dense task's tensor-mode
+    forward pass on the batch, and the pose model's on those frames' person
+    crops in chunks of ``batch_size`` (the inferencer's batching), with its
+    device, dtype and compile setting; ``repeats`` timings, half before and
+    half after the run. The run's model-only time is then ``frames /
+    batch_size`` dense passes plus ``crops / sample crops`` pose passes,
+    ``crops`` being the number of people the run found (the detector's
+    count varies from frame to frame).
+
+    Args:
+        inferencer: The :class:`SapiensInferencer` to time.
+        source: A folder of images or a video file.
+        out_dir: Where the inferencer writes.
+        batch_size: Frames (dense tasks) / crops (pose) per forward pass.
+        warmup_images: Frames of the warm-up run.
+        repeats: Model-only timings of each kind.
+        bboxes: Person boxes for pose, as ``SapiensInferencer.stream``
+            takes them (one N x 4 array for every frame, or one per input);
+            None: the inferencer's detector.
+        max_frames: Read at most this many frames of a video.
 
     Returns:
-        dict: ``images``, ``e2e_s`` (total wall time), ``e2e_images_per_s``,
-        ``model_latency`` (:class:`TimingStats` per batch, all tasks),
-        ``model_images_per_s`` and ``ratio`` (end-to-end / model-only
-        throughput).
+        dict: ``images`` (frames), ``e2e_s`` (total wall time),
+        ``e2e_images_per_s``, ``tasks``, ``crops_per_image`` (people per
+        frame in the run), ``model_latency`` (:class:`TimingStats` of the
+        model-only passes of one batch: dense + pose), ``model_batch_s``
+        (median seconds of the dense and of the pose passes of that batch,
+        and its number of crops), ``model_s`` (the run's model-only time),
+        ``model_images_per_s`` and ``ratio``
+        (end-to-end / model-only throughput).
 
     Raises:
-        ValueError: The folder holds no image, or a pose model is loaded
-            (its crop count depends on the detector).
+        ValueError: The source has no image or frame.
     """
+    import itertools
+    import tempfile
+
     from mmengine.dataset import pseudo_collate
 
-    from sapiens_mm.utils.image_io import (IMAGE_EXTENSIONS, list_images,
-                                           read_image)
-    if 'pose' in inferencer.tasks:
-        raise ValueError(
-            'end_to_end times dense tasks (seg / depth / normal): the pose '
-            'work per image depends on how many people the detector finds.')
-    files = [os.path.join(folder, f) for f in list_images(folder)]
-    if not files:
-        raise ValueError(f'No image ({", ".join(IMAGE_EXTENSIONS)}) in '
-                         f'{folder}.')
+    from sapiens_mm.apis.inferencers.utils import (
+        boxes_per_input,
+        collect_sources,
+        iter_frames,
+    )
+    sources = collect_sources(source)
+    frames = list(itertools.islice(
+        iter_frames(sources, max_frames, lambda src, reason: None),
+        batch_size))
+    if not frames:
+        raise ValueError(f'No readable image or video frame in {source}.')
+    while len(frames) < batch_size:
+        frames.append(frames[len(frames) % len(frames)])
+    user_boxes = boxes_per_input(bboxes, len(sources))
+    prepared = inferencer.preprocess(frames, user_boxes)
     dev = inferencer.device
-    images = [read_image(f, backend='cv2') for f in files[:batch_size]]
-    while len(images) < batch_size:
-        images.append(images[len(images) % len(files)])
-    forwards = []
-    for task in inferencer.tasks:
-        ti = inferencer.task_inferencers[task]
-        data = ti.model.data_preprocessor(
-            pseudo_collate(ti.preprocess_images(images)), False)
-        forwards.append((ti, data['inputs']))
 
-    def model_only():
-        with torch.inference_mode():
-            for ti, inputs in forwards:
-                with ti.autocast():
-                    ti.model(inputs, mode='tensor')
+    def inputs_of(ti, packed):
+        return ti.model.data_preprocessor(pseudo_collate(packed),
+                                          False)['inputs']
+
+    dense = [(inferencer.task_inferencers[t], inputs_of(
+        inferencer.task_inferencers[t], packed))
+             for t, packed in prepared['dense'].items()]
+    pose_inputs, sample_crops = [], 0
+    if prepared['pose'] is not None:
+        ti = inferencer.task_inferencers['pose']
+        crops = prepared['pose']['packed']
+        sample_crops = len(crops)
+        pose_inputs = [(ti, inputs_of(ti, crops[i:i + batch_size]))
+                       for i in range(0, len(crops), batch_size)]
+
+    def forwards(items):
+        def run():
+            with torch.inference_mode():
+                for ti, inputs in items:
+                    with ti.autocast():
+                        ti.model(inputs, None, mode='tensor')
+        return run
+
+    def time_models(n):
+        d = time_callable(forwards(dense), dev, warmup=0, repeats=n).times
+        p = (time_callable(forwards(pose_inputs), dev, warmup=0,
+                           repeats=n).times if pose_inputs else [0.0] * n)
+        return d, p
 
     # Warm-up (allocations, torch.compile): the inferencer on the first
-    # images. Model-only runs are split before and after the folder run so
-    # that both see the same (possibly varying) machine load.
-    list(inferencer.stream(files[:max(1, warmup_images)], out_dir=out_dir,
-                           batch_size=batch_size, show_progress=False))
+    # frames, writing to a folder of its own. Model-only runs are split
+    # before and after the run so that both see the same (possibly
+    # varying) machine load.
+    with tempfile.TemporaryDirectory(prefix='sapiens_e2e_warmup_') as tmp:
+        list(inferencer.stream(
+            [f.image for f in frames[:max(1, warmup_images)]], out_dir=tmp,
+            batch_size=batch_size, bboxes=user_boxes[frames[0].source.index],
+            show_progress=False))
     before = max(1, repeats // 2)
-    model_times = time_callable(model_only, dev, warmup=0,
-                                repeats=before).times
+    dense_t, pose_t = time_models(before)
     _sync(dev)
     start = time.perf_counter()
-    n = 0
-    for _ in inferencer.stream(folder, out_dir=out_dir, batch_size=batch_size,
-                               show_progress=False):
+    n = people = 0
+    for result in inferencer.stream(source, out_dir=out_dir,
+                                    batch_size=batch_size, bboxes=bboxes,
+                                    max_frames=max_frames,
+                                    show_progress=False):
         n += 1
+        if 'pose' in result['predictions']:
+            people += len(result['predictions']['pose']['bboxes'])
     _sync(dev)
     e2e = time.perf_counter() - start
-    model_times += time_callable(model_only, dev, warmup=0,
-                                 repeats=max(1, repeats - before)).times
-    stats = TimingStats(model_times)
-    model_ips = batch_size / stats.median
-    e2e_ips = n / e2e
+    d, p = time_models(max(1, repeats - before))
+    dense_t, pose_t = dense_t + d, pose_t + p
+    model_s = n / batch_size * statistics.median(dense_t)
+    if sample_crops:
+        model_s += people / sample_crops * statistics.median(pose_t)
+    e2e_ips, model_ips = n / e2e, n / model_s
     return dict(images=n, e2e_s=e2e, e2e_images_per_s=e2e_ips,
-                model_latency=stats, model_images_per_s=model_ips,
+                tasks=list(inferencer.tasks),
+                crops_per_image=people / n if n else 0.0,
+                model_latency=TimingStats([a + b for a, b in
+                                           zip(dense_t, pose_t)]),
+                model_s=model_s, model_batch_s=dict(
+                    dense=statistics.median(dense_t),
+                    pose=statistics.median(pose_t), crops=sample_crops),
+                model_images_per_s=model_ips,
                 ratio=e2e_ips / model_ips, batch_size=batch_size)
 
 
@@ -950,15 +1010,21 @@ def _fmt_options(options: dict) -> str:
 def format_end_to_end(result: dict) -> str:
     """Human-readable lines of an :func:`end_to_end` result."""
     lat = result['model_latency']
-    return '\n'.join([
+    lines = [
         f"end-to-end          {result['images']} images in "
         f"{_fmt_s(result['e2e_s'])}: {result['e2e_images_per_s']:.4g} "
-        f"images/s (batch {result['batch_size']})",
+        f"images/s (batch {result['batch_size']}; tasks "
+        f"{', '.join(result.get('tasks', []))})",
+    ]
+    if 'pose' in result.get('tasks', []):
+        lines.append(f"people per image    {result['crops_per_image']:.2f}")
+    lines += [
         f"model only          {result['model_images_per_s']:.4g} images/s "
-        f"(median {_fmt_s(lat.median)} per batch, min {_fmt_s(lat.min)}, "
+        f"(one batch: median {_fmt_s(lat.median)}, min {_fmt_s(lat.min)}, "
         f"max {_fmt_s(lat.max)})",
         f"end-to-end / model  {result['ratio']:.3f}",
-    ])
+    ]
+    return '\n'.join(lines)
 
 
 # ------------------------------------------------------------ CLI
@@ -1042,26 +1108,49 @@ def build_parser(prog: Optional[str] = None):
                    help='GPU peak TFLOP/s for the dtype (default: a table '
                    'of known GPUs, e.g. H100/H200 SXM 989, A100 312)')
     e = p.add_argument_group('end-to-end')
-    e.add_argument('--end-to-end', metavar='FOLDER', default=None,
-                   help='time SapiensInferencer on the images of FOLDER '
-                   '(decode, pre-processing, model, post-processing, '
-                   'writing) against model-only time at the same batch '
-                   'size')
-    e.add_argument('--e2e-config', default=None,
-                   help='dense task config the inferencer runs (default: '
-                   'with --config that config, else the Goliath body-part '
-                   'segmentation config of --arch)')
+    e.add_argument('--end-to-end', metavar='SOURCE', default=None,
+                   help='time SapiensInferencer on a folder of images or a '
+                   'video (decode, detection, pre-processing, models, '
+                   'decoding, post-processing, writing) against model-only '
+                   'time of the same work at the same batch size')
+    e.add_argument('--e2e-config', nargs='+', default=None,
+                   help='task config(s) the inferencer runs, e.g. a pose '
+                   'and a seg config (default: with --config that config, '
+                   'else the Goliath body-part segmentation config of '
+                   '--arch)')
+    e.add_argument('--e2e-boxes', metavar='JSON', default=None,
+                   help='person boxes for pose, used for every frame: a '
+                   'JSON file with a list of [x1, y1, x2, y2] (default: '
+                   'the HOG detector)')
     e.add_argument('--e2e-only', action='store_true',
                    help='skip the model-only benchmark of --arch / --config '
                    '(the end-to-end run times its own model-only passes)')
     e.add_argument('--e2e-images', type=int, default=None,
-                   help='use only the first N images of FOLDER')
+                   help='use only the first N images / frames of SOURCE')
     e.add_argument('--out-dir', default=None,
                    help='where the inferencer writes (default: a temporary '
                    'folder, deleted afterwards)')
     p.add_argument('--json', default=None,
                    help='also write the results to this JSON file')
     return p
+
+
+def _read_boxes(path: str):
+    """(N, 4) float32 boxes from a JSON list of [x1, y1, x2, y2]."""
+    import json
+
+    import numpy as np
+    try:
+        with open(path) as f:
+            boxes = np.asarray(json.load(f), np.float32)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f'--e2e-boxes {path}: cannot read a JSON list of '
+                         f'[x1, y1, x2, y2] boxes ({e}).') from None
+    if boxes.ndim != 2 or boxes.shape[1] != 4:
+        raise SystemExit(f'--e2e-boxes {path}: expected a list of [x1, y1, '
+                         f'x2, y2] boxes, got an array of shape '
+                         f'{boxes.shape}.')
+    return boxes
 
 
 def _default_e2e_config(arch: str) -> str:
@@ -1151,12 +1240,17 @@ def main(argv: Optional[Sequence[str]] = None,
         from sapiens_mm.apis.inferencers import SapiensInferencer
         config = args.e2e_config or args.config or _default_e2e_config(
             args.arch)
+        if isinstance(config, (list, tuple)) and len(config) == 1:
+            config = config[0]
+        boxes = None
+        if args.e2e_boxes:
+            boxes = _read_boxes(args.e2e_boxes)
         inferencer = SapiensInferencer(
             models=config, device=device, batch_size=args.batch_size,
             dtype=args.dtype, compile=args.compile)
         out_dir = args.out_dir or tempfile.mkdtemp(prefix='sapiens_e2e_')
         folder = args.end_to_end
-        if args.e2e_images:
+        if args.e2e_images and os.path.isdir(folder):
             from sapiens_mm.utils.image_io import list_images
             files = [os.path.join(folder, f) for f in list_images(folder)]
             folder_tmp = tempfile.mkdtemp(prefix='sapiens_e2e_in_')
@@ -1167,7 +1261,8 @@ def main(argv: Optional[Sequence[str]] = None,
         try:
             e2e = end_to_end(inferencer, folder, out_dir,
                              batch_size=args.batch_size,
-                             repeats=args.repeats)
+                             repeats=args.repeats, bboxes=boxes,
+                             max_frames=args.e2e_images)
         finally:
             if not args.out_dir:
                 shutil.rmtree(out_dir, ignore_errors=True)

@@ -188,7 +188,7 @@ def _load(results: str):
     return rows
 
 
-def _model_line(name: str, r: dict) -> str:
+def _model_line(r: dict) -> str:
     m = r['model_only']
     frac = m.get('peak_fraction')
     opts = m.get('options', {})
@@ -215,16 +215,18 @@ def summary(args) -> int:
     if env:
         lines.append('Stack: ' + ', '.join(f'{k} {v}' for k, v in env.items())
                      + '\n')
-    lines += [
-        '| model | batch | options | images/s | latency median (ms) | '
-        'peak mem (MiB) | TFLOP/s | % of bf16 peak | limit / achieved/limit '
-        '| vs stock (max abs diff) |', '|---|---|---|---|---|---|---|---|---|'
-        '---|'
+    model_lines = [
+        _model_line(r)
+        for group in ('model', 'options', 'compile', 'sapiens2')
+        for name, r in rows.items()
+        if name.startswith(group + '__') and 'model_only' in r
     ]
-    for group in ('model', 'options', 'compile', 'sapiens2'):
-        for name, r in rows.items():
-            if name.startswith(group + '__') and 'model_only' in r:
-                lines.append(_model_line(name, r))
+    if model_lines:
+        lines += [
+            '| model | batch | options | images/s | latency median (ms) | '
+            'peak mem (MiB) | TFLOP/s | % of bf16 peak | limit / '
+            'achieved/limit | vs stock (max abs diff) |',
+            '|---|---|---|---|---|---|---|---|---|---|', *model_lines]
     e2e = [(n, r) for n, r in rows.items() if n.startswith('e2e__')]
     if e2e:
         lines += ['', '| end to end | frames | people per frame | frames/s '
