@@ -806,8 +806,10 @@ def end_to_end(inferencer, source: str, out_dir: str,
     Model-only time is measured on the first ``batch_size`` frames, pre-
     processed by the inferencer itself: each dense task's tensor-mode
     forward pass on the batch, and the pose model's on those frames' person
-    crops in chunks of ``batch_size`` (the inferencer's batching), with its
-    device, dtype and compile setting; ``repeats`` timings, half before and
+    crops in chunks of ``batch_size`` (the inferencer's batching; twice,
+    the second time flipped, when the pose config's ``test_cfg`` has
+    ``flip_test``, as its ``test_step`` does), with the inferencer's device,
+    dtype and compile setting; ``repeats`` timings, half before and
     half after the run. The run's model-only time is then ``frames /
     batch_size`` dense passes plus ``crops / sample crops`` pose passes,
     ``crops`` being the number of people the run found (the detector's
@@ -872,8 +874,13 @@ def end_to_end(inferencer, source: str, out_dir: str,
         ti = inferencer.task_inferencers['pose']
         crops = prepared['pose']['packed']
         sample_crops = len(crops)
-        pose_inputs = [(ti, inputs_of(ti, crops[i:i + batch_size]))
-                       for i in range(0, len(crops), batch_size)]
+        # a flip test runs the model on the flipped crops too
+        flips = (False, True) if (getattr(ti.model, 'test_cfg', None)
+                                  or {}).get('flip_test') else (False, )
+        for i in range(0, len(crops), batch_size):
+            inputs = inputs_of(ti, crops[i:i + batch_size])
+            pose_inputs += [(ti, inputs.flip(-1) if flip else inputs)
+                            for flip in flips]
 
     def forwards(items):
         def run():
