@@ -297,5 +297,48 @@ def test_help_lists_the_options():
                  '--threads', '--warmup', '--repeats', '--compile',
                  '--compare-stock', '--peak-tflops', '--end-to-end',
                  '--e2e-config', '--e2e-only', '--e2e-images', '--out-dir',
-                 '--layers', '--json'):
+                 '--layers', '--json', '--compile-mode', '--sdpa-backend',
+                 '--cuda-graph', '--channels-last', '--e2e-boxes',
+                 '--e2e-cfg-options'):
         assert flag in text, flag
+
+
+def test_e2e_cli_pose_and_seg_with_boxes_and_cfg_options(tmp_path, capsys,
+                                                        monkeypatch):
+    """--e2e-config takes several configs, --e2e-cfg-options reaches the
+    configs that have the key (flip test of pose only), --e2e-boxes the
+    stream."""
+    from sapiens_mm.datasets.synthetic.video import write_video
+    info = write_video(tmp_path / 'v.mp4', num_frames=2, size=(96, 128),
+                       min_people=2, max_people=2, unique_frames=1)
+    boxes = tmp_path / 'boxes.json'
+    boxes.write_text(json.dumps(info['boxes'][0].tolist()))
+    built = []
+    import sapiens_mm.apis.inferencers as inferencers
+    real = inferencers.SapiensInferencer
+
+    def spy(models, **kwargs):
+        built.append(models)
+        return real(models, **kwargs)
+
+    monkeypatch.setattr(inferencers, 'SapiensInferencer', spy)
+    path = tmp_path / 'r.json'
+    main(['--arch', 'sapiens_tiny', '--e2e-only', '--end-to-end',
+          info['path'], '--e2e-config', str(TINY['pose']), str(TINY['seg']),
+          '--e2e-cfg-options', 'model.test_cfg.flip_test=False',
+          '--e2e-boxes', str(boxes), '--repeats', '1', '--device', 'cpu',
+          '--json', str(path)])
+    pose_cfg, seg_cfg = built[0]
+    assert pose_cfg.model.test_cfg.flip_test is False
+    assert 'flip_test' not in seg_cfg.model.test_cfg
+    e2e = json.loads(path.read_text())['end_to_end']
+    assert e2e['images'] == 2 and e2e['crops_per_image'] == 2
+    assert 'people per image    2.00' in capsys.readouterr().out
+    with pytest.raises(SystemExit, match='no --e2e-config has model.nope'):
+        main(['--arch', 'sapiens_tiny', '--e2e-only', '--end-to-end',
+              info['path'], '--e2e-config', str(TINY['seg']),
+              '--e2e-cfg-options', 'model.nope=1', '--device', 'cpu'])
+    boxes.write_text('[1, 2]')
+    with pytest.raises(SystemExit, match='e2e-boxes'):
+        main(['--arch', 'sapiens_tiny', '--e2e-only', '--end-to-end',
+              info['path'], '--e2e-boxes', str(boxes), '--device', 'cpu'])

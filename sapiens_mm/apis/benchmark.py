@@ -1038,6 +1038,8 @@ def format_end_to_end(result: dict) -> str:
 def build_parser(prog: Optional[str] = None):
     """The argument parser of ``tools/analysis/benchmark.py``."""
     import argparse
+
+    from mmengine.config import DictAction
     p = argparse.ArgumentParser(
         prog=prog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -1132,6 +1134,11 @@ def build_parser(prog: Optional[str] = None):
     e.add_argument('--e2e-only', action='store_true',
                    help='skip the model-only benchmark of --arch / --config '
                    '(the end-to-end run times its own model-only passes)')
+    e.add_argument('--e2e-cfg-options', nargs='+', default=None,
+                   action=DictAction, metavar='KEY=VALUE',
+                   help='overrides merged into each --e2e-config that has '
+                   'the key, e.g. model.test_cfg.flip_test=False (the pose '
+                   'config\'s flip test)')
     e.add_argument('--e2e-images', type=int, default=None,
                    help='use only the first N images / frames of SOURCE')
     e.add_argument('--out-dir', default=None,
@@ -1140,6 +1147,37 @@ def build_parser(prog: Optional[str] = None):
     p.add_argument('--json', default=None,
                    help='also write the results to this JSON file')
     return p
+
+
+def _has_key(cfg, key: str) -> bool:
+    node = cfg
+    for part in key.split('.'):
+        if not hasattr(node, 'get') or node.get(part) is None:
+            return False
+        node = node.get(part)
+    return True
+
+
+def _with_options(configs: Sequence[str], options: dict) -> list:
+    """The config files as Configs, each ``KEY: value`` of ``options`` merged
+    into those that have ``KEY``.
+
+    Raises:
+        SystemExit: A key is in none of the configs.
+    """
+    from mmengine.config import Config
+    out, used = [], set()
+    for path in configs:
+        cfg = Config.fromfile(path)
+        mine = {k: v for k, v in options.items() if _has_key(cfg, k)}
+        cfg.merge_from_dict(mine)
+        used.update(mine)
+        out.append(cfg)
+    unused = sorted(set(options) - used)
+    if unused:
+        raise SystemExit(f'--e2e-cfg-options: no --e2e-config has '
+                         f'{", ".join(unused)}.')
+    return out
 
 
 def _read_boxes(path: str):
@@ -1247,7 +1285,12 @@ def main(argv: Optional[Sequence[str]] = None,
         from sapiens_mm.apis.inferencers import SapiensInferencer
         config = args.e2e_config or args.config or _default_e2e_config(
             args.arch)
-        if isinstance(config, (list, tuple)) and len(config) == 1:
+        config = [config] if isinstance(config, str) else list(config)
+        names = ', '.join(config) + (
+            f' with {args.e2e_cfg_options}' if args.e2e_cfg_options else '')
+        if args.e2e_cfg_options:
+            config = _with_options(config, args.e2e_cfg_options)
+        if len(config) == 1:
             config = config[0]
         boxes = None
         if args.e2e_boxes:
@@ -1276,7 +1319,7 @@ def main(argv: Optional[Sequence[str]] = None,
             if folder != args.end_to_end:
                 shutil.rmtree(folder, ignore_errors=True)
         mode = '' if args.dtype == 'fp32' else ' (autocast)'
-        print(f'== end-to-end: SapiensInferencer({config}), dtype '
+        print(f'== end-to-end: SapiensInferencer({names}), dtype '
               f'{args.dtype}{mode}, compile {args.compile}, on '
               f'{args.end_to_end}')
         print(format_end_to_end(e2e))
