@@ -18,6 +18,7 @@ sapiens2_normal_upsample_channels = (768, 512, 256, 128)
 sapiens2_normal_conv_channels = (64, 32, 16)
 sapiens2_pointmap_upsample_channels = (1536, 768, 512, 256)
 sapiens2_pointmap_conv_channels = (64, 32, 16)
+sapiens2_pointmap_scale_conv_channels = (1536, 512, 128)
 sapiens2_albedo_upsample_channels = (768, 512, 256, 128)
 sapiens2_albedo_conv_channels = (64, 32, 16)
 # Official recipe: layer decay, gradient clipping (L2 norm), lr, iterations

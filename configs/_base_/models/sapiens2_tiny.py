@@ -11,6 +11,7 @@ sapiens2_normal_upsample_channels = (32, 16, 16, 8)
 sapiens2_normal_conv_channels = (8, 8, 8)
 sapiens2_pointmap_upsample_channels = (32, 16, 16, 8)
 sapiens2_pointmap_conv_channels = (8, 8, 8)
+sapiens2_pointmap_scale_conv_channels = (32, 16, 8)
 sapiens2_albedo_upsample_channels = (32, 16, 16, 8)
 sapiens2_albedo_conv_channels = (8, 8, 8)
 sapiens2_layer_decay_rate = 0.8

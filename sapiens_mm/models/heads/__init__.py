@@ -1,6 +1,8 @@
-from .upsample import init_upsample_stack, make_conv_stack, make_deconv_stack
+from .upsample import (RMSNorm2d, init_upsample_stack, make_conv_stack,
+                       make_deconv_stack, make_pixel_shuffle_stack)
 
-__all__ = ['make_deconv_stack', 'make_conv_stack', 'init_upsample_stack']
+__all__ = ['make_deconv_stack', 'make_conv_stack', 'init_upsample_stack',
+           'make_pixel_shuffle_stack', 'RMSNorm2d']
 from .sapiens_seg_head import SapiensSegHead  # noqa: E402
 __all__ += ['SapiensSegHead']
 from .sapiens_depth_head import SapiensDepthHead  # noqa: E402
