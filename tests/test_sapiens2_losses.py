@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from sapiens_mm.datasets.transforms import backproject_depth
 from sapiens_mm.models.losses import (AlbedoLoss, BodyPartDiceLoss,
                                       NormalGradLoss, PointmapLoss,
                                       pointmap_normals)
+from sapiens_mm.utils.pointcloud import backproject
 
 
 def dice_by_hand(logits, label, ignore=255, eps=1e-3):
@@ -84,7 +84,7 @@ def test_albedo_loss_terms_against_hand_computation():
 
 def plane_pointmap(h=8, w=6, z=2.0, f=10.0):
     K = np.array([[f, 0, (w - 1) / 2], [0, f, (h - 1) / 2], [0, 0, 1]])
-    points = backproject_depth(np.full((h, w), z), K)
+    points = backproject(np.full((h, w), z), K)
     return torch.from_numpy(points).permute(2, 0, 1)[None].double(), K
 
 
@@ -109,9 +109,7 @@ def test_pointmap_loss_is_zero_at_the_target_and_grows_with_errors():
         'loss_pm_intrinsics', 'loss_pm_shift_l1', 'loss_pm_normal',
         'loss_pm_scale'}
     for name, value in losses.items():
-        # the points went through float32 (backproject_depth): rounding of
-        # ~1e-7 relative, far below any real error
-        assert abs(value.item()) < 1e-6, name
+        assert abs(value.item()) < 1e-9, name  # float64 throughout
     # A constant shift of d along X: the L1 term is 2 * d / mean depth, the
     # shift-invariant term stays 0, the scale term is 4 * |ds|.
     d = 0.1
@@ -123,7 +121,7 @@ def test_pointmap_loss_is_zero_at_the_target_and_grows_with_errors():
     assert losses['loss_pm_l1'].item() == pytest.approx(2 * d / mean_depth)
     assert losses['loss_pm_multiscale'].item() == pytest.approx(
         2 * d / mean_depth)  # two pooled scales, same error
-    assert abs(losses['loss_pm_shift_l1'].item()) < 1e-6
+    assert abs(losses['loss_pm_shift_l1'].item()) < 1e-9
     assert losses['loss_pm_scale'].item() == pytest.approx(4 * 0.25)
     # rays: X/Z is off by d / Z for every pixel
     assert losses['loss_pm_intrinsics'].item() == pytest.approx(

@@ -10,6 +10,10 @@ executed. A user who trusts a file that needs another type can allow it with
 :func:`add_trusted_types` or the ``SAPIENS_MM_TRUSTED_TYPES`` environment
 variable (comma-separated ``module.Name`` entries).
 
+``.safetensors`` files (the Sapiens2 release format; tensors only, no
+pickle) are read with the ``safetensors`` package, recognised by suffix or
+layout.
+
 Importing :mod:`sapiens_mm` registers :func:`load_local` as mmengine's loader
 for local paths, so ``Runner`` resume / ``load_from`` and ``Pretrained``
 init go through the same safe path.
@@ -27,6 +31,9 @@ import torch
 import torch.nn as nn
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
+
+from .safetensors_io import is_safetensors_file, load_safetensors
+from .sapiens2_layout import from_official_layout
 
 __all__ = [
     'CheckpointTypeError', 'add_trusted_types', 'trusted_types', 'load_file',
@@ -127,20 +134,25 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
     """Read a checkpoint file safely (``weights_only=True`` + allowlist).
 
     Args:
-        path: Local file path.
+        path: Local file path: a ``torch.save`` file, or a ``.safetensors``
+            file (read without pickle).
         map_location: As for ``torch.load``. Defaults to ``'cpu'``.
 
     Returns:
-        The unpickled object (usually a dict).
+        The unpickled object (usually a dict); for safetensors the flat
+        name -> tensor dict.
 
     Raises:
         FileNotFoundError: The path is not a file.
         CheckpointTypeError: The file needs a type outside the allowlist;
             the message names it and says how to allow it.
+        ValueError: A safetensors file that cannot be read.
     """
     path = osp.expanduser(str(path))
     if not osp.isfile(path):
         raise FileNotFoundError(f'Checkpoint file not found: {path}')
+    if is_safetensors_file(path):
+        return load_safetensors(path, map_location)
     try:
         with torch.serialization.safe_globals(trusted_types()):
             return torch.load(path, map_location=map_location,
@@ -190,6 +202,11 @@ def get_state_dict(checkpoint: Any) -> 'OrderedDict[str, torch.Tensor]':
     return state
 
 
+def _key_list(keys: List[str], limit: int = 20) -> str:
+    more = f', ... ({len(keys)} in all)' if len(keys) > limit else ''
+    return ', '.join(keys[:limit]) + more
+
+
 def load_state_dict(module: nn.Module,
                     state_dict: Dict[str, torch.Tensor],
                     strict: bool = True,
@@ -197,8 +214,9 @@ def load_state_dict(module: nn.Module,
     """``module.load_state_dict`` with an error that lists every problem.
 
     Raises:
-        RuntimeError: With ``strict``, if any key is missing, unexpected or
-            of the wrong shape.
+        RuntimeError: If any key has the wrong shape (nothing is loaded),
+            or, with ``strict``, if any key is missing or unexpected. The
+            message lists the missing, unexpected and wrong-shape keys.
     """
     own = module.state_dict()
     mismatched = [
@@ -208,19 +226,24 @@ def load_state_dict(module: nn.Module,
         and v.shape != own[k].shape
     ]
     if mismatched:
-        raise RuntimeError(f'Shape mismatch loading {source} into '
-                           f'{type(module).__name__}: ' + '; '.join(mismatched))
-    result = module.load_state_dict(state_dict, strict=False)
-    missing, unexpected = result.missing_keys, result.unexpected_keys
-    if missing or unexpected:
-        msg = (f'Loading {source} into {type(module).__name__}: '
-               f'missing keys {missing[:20]}{"..." if len(missing) > 20 else ""}'
-               f' ({len(missing)}), unexpected keys {unexpected[:20]}'
-               f'{"..." if len(unexpected) > 20 else ""} ({len(unexpected)}).')
-        if strict:
-            raise RuntimeError(msg + ' Check that the checkpoint matches the '
-                               'model arch / task, or pass strict=False.')
-        print_log(msg, logger='current', level=30)
+        # As seen before the module's load hooks (which may add or rename
+        # keys, e.g. a missing RoPE ``periods`` buffer).
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+    else:
+        result = module.load_state_dict(state_dict, strict=False)
+        missing, unexpected = result.missing_keys, result.unexpected_keys
+        if not (missing or unexpected):
+            return
+    msg = (f'{source} does not fit {type(module).__name__}: '
+           f'{len(missing)} missing keys [{_key_list(missing)}], '
+           f'{len(unexpected)} unexpected keys [{_key_list(unexpected)}], '
+           f'{len(mismatched)} wrong-shape keys [{_key_list(mismatched)}].')
+    if mismatched or strict:
+        raise RuntimeError(
+            msg + ' Check that the checkpoint matches the model arch / task'
+            + ('.' if mismatched else ', or pass strict=False.'))
+    print_log(msg, logger='current', level=30)
 
 
 def load_checkpoint(model: nn.Module,
@@ -232,8 +255,9 @@ def load_checkpoint(model: nn.Module,
 
     Args:
         model: e.g. a ``TopdownPoseEstimator`` or ``EncoderDecoder``.
-        path: Runner checkpoint, official full checkpoint or plain state
-            dict.
+        path: Runner checkpoint, official full checkpoint, plain state
+            dict, or official Sapiens2 ``.safetensors`` (``decode_head.*``
+            keys go to ``head.*`` for mmpose estimators).
         map_location: As for ``torch.load``.
         strict: Raise on missing / unexpected keys. Defaults to True.
         revise_keys: ``[(regex, replacement), ...]`` applied to every key.
@@ -242,7 +266,7 @@ def load_checkpoint(model: nn.Module,
         The loaded checkpoint object (with ``meta`` when the file has one).
     """
     checkpoint = load_file(path, map_location)
-    state = get_state_dict(checkpoint)
+    state = from_official_layout(get_state_dict(checkpoint), model)
     for pattern, repl in revise_keys or []:
         state = OrderedDict(
             (re.sub(pattern, repl, k), v) for k, v in state.items())
@@ -258,9 +282,10 @@ def load_backbone_checkpoint(backbone: nn.Module,
 
     Args:
         backbone: The backbone module.
-        path: An official ``*_clean.pth`` (flat backbone state dict), an MAE
-            or task checkpoint (keys under ``backbone.``) or a Runner
-            checkpoint.
+        path: An official ``*_clean.pth`` or Sapiens2 pretrain
+            ``.safetensors`` (flat backbone state dict), an MAE or task
+            checkpoint (``.pth`` or ``.safetensors``, keys under
+            ``backbone.``) or a Runner checkpoint.
         prefix: Key prefix of the backbone inside the file. ``None`` picks
             ``'backbone.'`` when keys carry it, else no prefix.
         strict: Raise on missing / unexpected keys.

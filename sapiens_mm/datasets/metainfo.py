@@ -8,7 +8,7 @@ DATA_DIR = Path(__file__).resolve().parents[1] / 'data'
 
 __all__ = [
     'DATA_DIR', 'load_goliath_keypoints', 'load_body_part_classes',
-    'body_part_label_map', 'BodyPartVocab'
+    'load_keypoint_formats', 'body_part_label_map', 'BodyPartVocab'
 ]
 
 #: Body-part vocabularies of ``body_part_classes.json``: Sapiens v1's 28
@@ -36,6 +36,16 @@ def load_body_part_classes(vocab: BodyPartVocab = 'goliath_28') -> dict:
         raise KeyError(f'Unknown vocabulary {vocab!r}; choose from '
                        f'{sorted(data)}.')
     return data[vocab]
+
+
+@lru_cache(maxsize=None)
+def load_keypoint_formats() -> dict:
+    """The keypoint layouts results convert to (COCO-17, COCO-WholeBody-133,
+    OpenPose body-18 / hands / face-70): ``layouts`` (name lists),
+    ``derived`` and ``goliath_aliases`` (see
+    :mod:`sapiens_mm.datasets.keypoint_formats`)."""
+    with open(DATA_DIR / 'keypoint_formats.json') as f:
+        return json.load(f)
 
 
 @lru_cache(maxsize=None)

@@ -16,7 +16,7 @@ class PointmapFolderDataset(DenseFolderDataset):
     array of camera-frame XYZ (OpenCV axes: X right, Y down, Z forward, in
     metres or any fixed unit) of the pixel's surface point, ``Z <= 0`` or
     non-finite where there is none. Depth maps with known intrinsics convert
-    with :func:`sapiens_mm.datasets.transforms.backproject_depth`. The
+    with :func:`sapiens_mm.utils.pointcloud.backproject`. The
     camera intrinsics need not be stored: ``GeneratePointmapTarget`` fits
     them to the pointmap after the geometric augmentations.
     """

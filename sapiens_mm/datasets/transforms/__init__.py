@@ -6,11 +6,11 @@ from .dense_transforms import (DenseRandomFlip, DenseRandomRotate,  # noqa: E402
                                GenerateAlbedoTarget, GenerateDepthTarget,
                                GenerateNormalTarget, GeneratePointmapTarget,
                                LoadDenseAnnotations, PackDenseInputs,
-                               backproject_depth, fit_intrinsics)
+                               fit_intrinsics)
 __all__ += ['LoadDenseAnnotations', 'GenerateDepthTarget',
             'GenerateNormalTarget', 'GeneratePointmapTarget',
             'GenerateAlbedoTarget', 'DenseRandomFlip', 'DenseRandomRotate',
-            'PackDenseInputs', 'backproject_depth', 'fit_intrinsics']
+            'PackDenseInputs', 'fit_intrinsics']
 from .resize_pad_image import ResizePadImage  # noqa: E402
 from .area_cubic_resize import AreaCubicResize  # noqa: E402
 __all__ += ['ResizePadImage', 'AreaCubicResize']

@@ -30,8 +30,7 @@ from mmseg.registry import TRANSFORMS
 __all__ = [
     'LoadDenseAnnotations', 'GenerateDepthTarget', 'GenerateNormalTarget',
     'GeneratePointmapTarget', 'GenerateAlbedoTarget', 'DenseRandomFlip',
-    'DenseRandomRotate', 'PackDenseInputs', 'backproject_depth',
-    'fit_intrinsics'
+    'DenseRandomRotate', 'PackDenseInputs', 'fit_intrinsics'
 ]
 
 _NORMAL_EPS = 1e-6
@@ -259,37 +258,13 @@ class GenerateNormalTarget(BaseTransform):
         return results
 
 
-def backproject_depth(depth: np.ndarray, K: np.ndarray) -> np.ndarray:
-    """Camera-frame pointmap of a depth map.
-
-    Pixel ``(u, v)`` (column, row; pixel centres at integer coordinates)
-    with depth ``z`` becomes ``(z (u - cx) / fx, z (v - cy) / fy, z)``.
-
-    Args:
-        depth: (H, W) camera-frame Z; ``<= 0`` or non-finite where unknown
-            (kept as is in the Z channel).
-        K: (3, 3) pinhole intrinsics.
-
-    Returns:
-        (H, W, 3) float32 XYZ.
-    """
-    depth = np.asarray(depth, np.float64)
-    if depth.ndim != 2:
-        raise ValueError(f'depth must be (H, W), got shape {depth.shape}.')
-    K = np.asarray(K, np.float64)
-    v, u = np.mgrid[:depth.shape[0], :depth.shape[1]]
-    x = (u - K[0, 2]) / K[0, 0] * depth
-    y = (v - K[1, 2]) / K[1, 1] * depth
-    return np.stack([x, y, depth], axis=-1).astype(np.float32)
-
-
 def fit_intrinsics(pointmap: np.ndarray,
                    valid: np.ndarray) -> Optional[Tuple[float, ...]]:
     """Pinhole intrinsics that project a pointmap onto its pixel grid.
 
     Least squares of ``u = fx X/Z + cx`` and ``v = fy Y/Z + cy`` over the
     valid pixels (pixel centres at integer ``(u, v)``, as in
-    :func:`backproject_depth`). After resizing, cropping and flipping a
+    :func:`sapiens_mm.utils.pointcloud.backproject`). After resizing, cropping and flipping a
     pointmap with the image, this recovers the camera of the augmented
     image without tracking it through the pipeline (nearest-neighbour
     resampling moves a point by at most half a pixel).
