@@ -1,26 +1,15 @@
 """Every shipped Sapiens2 config: the official recipe, size variants as
 one-line deltas, and loss + predict of the tiny-arch models."""
-from pathlib import Path
-
-import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
-from mmengine.registry import init_default_scope
-from mmengine.structures import InstanceData, PixelData
+
+from sapiens2_helpers import (CONFIGS, LEAF, build_tiny, dense_samples,
+                              leaf, pose_samples)
 
 from sapiens_mm.apis.runner_cfg import build_runner, build_train_cfg
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ROOT / 'configs' / 'sapiens2'
 SIZES = ('0.4b', '0.8b', '1b', '5b')
-LEAF = {
-    'pose': 'pose/sapiens2_{}-goliath-{}.py',
-    'seg': 'seg/sapiens2_{}-dome29-{}.py',
-    'normal': 'normal/sapiens2_{}-normal_folder-{}.py',
-    'pointmap': 'pointmap/sapiens2_{}-pointmap_folder-{}.py',
-    'albedo': 'albedo/sapiens2_{}-albedo_folder-{}.py',
-}
 # The official recipe (fact sheet §6), per task: iterations and batch size
 # per GPU for 0.4b / 0.8b / 1b / 5b.
 ITERS = dict(pose=(1e4, 1e4, 2e4, 2e4), seg=(2e4, 3e4, 2e4, 5e4),
@@ -32,11 +21,6 @@ DECAY = (0.8, 0.85, 0.9, 0.94)
 CLIP = (2.0, 4.0, 4.0, 4.0)
 EMBED = (1024, 1280, 1536, 2432)
 LAYERS = (24, 32, 40, 56)
-
-
-def leaf(task, size):
-    res = '256x192' if size == 'tiny' else '1024x768'
-    return CONFIGS / LEAF[task].format(size, res)
 
 
 def test_config_set_is_complete():
@@ -144,55 +128,6 @@ def test_fsdp_configs_build_a_flexible_runner(tmp_path, size, task):
     assert isinstance(runner, FlexibleRunner)
 
 
-def dense_samples(task, H, W, n=2):
-    """Hand-made data samples with the targets the loss needs."""
-    from mmseg.structures import SegDataSample
-
-    from sapiens_mm.utils.pointcloud import backproject
-    rng = np.random.default_rng(0)
-    samples = []
-    for _ in range(n):
-        s = SegDataSample(metainfo=dict(
-            img_shape=(H, W), ori_shape=(H, W), pad_shape=(H, W),
-            padding_size=[0, 0, 0, 0]))
-        if task == 'seg':
-            s.gt_sem_seg = PixelData(
-                data=torch.from_numpy(rng.integers(0, 29, (1, H, W))))
-        elif task == 'normal':
-            s.gt_normal_map = PixelData(data=torch.nn.functional.normalize(
-                torch.randn(3, H, W), dim=0))
-        elif task == 'albedo':
-            s.gt_albedo_map = PixelData(data=torch.rand(3, H, W))
-        else:
-            fx = 200.0
-            K = np.array([[fx, 0, W / 2], [0, fx, H / 2], [0, 0, 1]])
-            points = backproject(2.0 + rng.random((H, W)) * 0.1, K)
-            scale = 192.0 / fx  # the tiny config's canonical focal
-            s.gt_pointmap = PixelData(data=torch.from_numpy(
-                points * scale).permute(2, 0, 1).float())
-            s.set_metainfo(dict(pointmap_scale=scale,
-                                pointmap_intrinsics=(fx, fx, W / 2, H / 2)))
-        samples.append(s)
-    return samples
-
-
-def pose_samples(H, W, n=2):
-    from mmpose.structures import PoseDataSample
-    samples = []
-    for _ in range(n):
-        s = PoseDataSample(metainfo=dict(
-            input_size=(W, H), input_center=np.array([W / 2, H / 2]),
-            input_scale=np.array([W, H], dtype=np.float64),
-            flip_indices=list(range(308)), img_shape=(H, W)))
-        s.gt_fields = PixelData(heatmaps=torch.rand(308, H // 4, W // 4))
-        s.gt_instance_labels = InstanceData(
-            keypoint_weights=torch.ones(1, 308))
-        s.gt_instances = InstanceData(
-            bboxes=torch.tensor([[0.0, 0.0, W, H]]), bbox_scores=torch.ones(1))
-        samples.append(s)
-    return samples
-
-
 LOSSES = dict(
     pose={'loss_kpt', 'acc_pose'},
     seg={'decode.loss_ce', 'decode.loss_dice', 'decode.acc_seg'},
@@ -205,18 +140,6 @@ LOSSES = dict(
 PRED = dict(seg=[('pred_sem_seg', 1)], normal=[('pred_normal_map', 3)],
             pointmap=[('pred_pointmap', 3), ('pred_depth_map', 1)],
             albedo=[('pred_albedo_map', 3)])
-
-
-def build_tiny(task):
-    cfg = Config.fromfile(str(leaf(task, 'tiny')))
-    init_default_scope(cfg.default_scope)
-    if task == 'pose':
-        from mmpose.registry import MODELS
-    else:
-        from mmseg.registry import MODELS
-    model = MODELS.build(cfg.model)
-    model.init_weights()
-    return cfg, model
 
 
 @pytest.mark.parametrize('task', sorted(LEAF))
