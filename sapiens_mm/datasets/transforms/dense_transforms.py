@@ -65,8 +65,9 @@ class LoadDenseAnnotations(BaseTransform):
     ``results['pointmap_path']`` and ``results['albedo_path']`` ((H, W, 3)
     ``.npy`` each), whichever are present. Without a mask the foreground is
     where the target is valid (finite positive depth, finite non-zero
-    normal, finite point with positive Z, finite non-negative albedo). Arrays whose size differs from the original
-    image (``ori_shape``) are resized to it with nearest interpolation.
+    normal, finite point with positive Z, finite non-negative albedo).
+    Arrays whose size differs from the original image (``ori_shape``) are
+    resized to it with nearest interpolation.
 
     Put it before the geometric transforms in training pipelines, and after
     ``Resize`` in test pipelines (the prediction is returned at the original
@@ -264,9 +265,9 @@ def fit_intrinsics(pointmap: np.ndarray,
 
     Least squares of ``u = fx X/Z + cx`` and ``v = fy Y/Z + cy`` over the
     valid pixels (pixel centres at integer ``(u, v)``, as in
-    :func:`sapiens_mm.utils.pointcloud.backproject`). After resizing, cropping and flipping a
-    pointmap with the image, this recovers the camera of the augmented
-    image without tracking it through the pipeline (nearest-neighbour
+    :func:`sapiens_mm.utils.pointcloud.backproject`). After resizing,
+    cropping and flipping a pointmap with the image, this recovers the
+    camera of the augmented image without tracking it through the pipeline (nearest-neighbour
     resampling moves a point by at most half a pixel).
 
     Args:
