@@ -159,10 +159,9 @@ class LoadDenseAnnotations(BaseTransform):
         elif target_fg is not None:
             fg = target_fg.astype(np.uint8)
         else:
-            raise KeyError('LoadDenseAnnotations needs mask_path or a '
-                           'target path (depth_path, normal_path, '
-                           'pointmap_path, albedo_path) in the sample; build '
-                           'it with DenseFolderDataset.')
+            raise KeyError('LoadDenseAnnotations needs mask_path, depth_path, '
+                           'normal_path, pointmap_path or albedo_path in the '
+                           'sample; build it with DenseFolderDataset.')
         results['gt_fg_mask'] = fg
         _add_seg_field(results, 'gt_fg_mask')
         return results
