@@ -74,6 +74,61 @@ def test_sigkill_mid_epoch_then_resume_auto_matches_uninterrupted(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+ITER_LOOP = """
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=12,
+                 val_interval=1000)
+default_hooks = dict(
+    checkpoint=dict(by_epoch=False, interval=4, max_keep_ckpts=-1,
+                    save_best=None))
+log_processor = dict(by_epoch=False)
+"""
+
+
+def test_sigkill_mid_run_then_resume_auto_matches_uninterrupted_iter_loop(
+        tmp_path):
+    """The same for IterBasedTrainLoop (what the demo uses): killed after
+    iter_4.pth, resumed, the losses of iterations 5-12 and the final
+    weights equal those of a run never interrupted. The loop fetches a
+    batch before the iteration's reseed, and after a resume it first
+    re-fetches the trained batches: without the data reseed
+    (ReseedHook's _ReseedingIterator) the augmentation differs from
+    iteration 5 on."""
+    data = write_seg_data(tmp_path / 'data', n=8)
+    cfg = write_tiny_config(tmp_path, data, batch_size=2, max_epochs=1,
+                            augment=True, dropout=0.1, extra=ITER_LOOP)
+    env = run_env(tmp_path)
+    ref_dir, work_dir = tmp_path / 'uninterrupted', tmp_path / 'killed'
+    ref = start(train_cmd(cfg, ref_dir), env, tmp_path / 'ref.log')
+    killed = start(train_cmd(cfg, work_dir),
+                   dict(env, TEST_BLOCK_AT_ITER='6'),
+                   tmp_path / 'killed.log')
+    deadline = time.time() + 240
+    while not (work_dir / 'blocked').exists():
+        assert killed.poll() is None, tail(tmp_path / 'killed.log')
+        assert time.time() < deadline, 'run never reached the kill point'
+        time.sleep(0.2)
+    assert (work_dir / 'iter_4.pth').is_file()
+    assert not (work_dir / 'iter_8.pth').exists()
+    os.killpg(killed.pid, signal.SIGKILL)
+    assert killed.wait(timeout=30) == -signal.SIGKILL
+    finish(ref, tmp_path / 'ref.log')
+
+    resumed = start(train_cmd(cfg, work_dir, '--resume', 'auto'), env,
+                    tmp_path / 'resumed.log')
+    finish(resumed, tmp_path / 'resumed.log')
+    assert 'resumed epoch: 0, iter: 4' in (tmp_path /
+                                           'resumed.log').read_text()
+    expected = read_losses(ref_dir)
+    assert sorted(expected) == list(range(1, 13))
+    got = read_losses(work_dir, pid=resumed.pid)
+    assert sorted(got) == list(range(5, 13))
+    assert got == {i: expected[i] for i in got}
+    assert max(expected.values()) - min(expected.values()) > 1e-3
+    a = load_file(str(ref_dir / 'iter_12.pth'))['state_dict']
+    b = load_file(str(work_dir / 'iter_12.pth'))['state_dict']
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def _save_and_crash(path: str, phase: str) -> None:
     """In a forked child: mmengine's save_checkpoint, killed by SIGKILL
     half-way through writing the bytes (``'write'``) or after the fsync,
