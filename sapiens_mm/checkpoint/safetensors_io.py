@@ -57,7 +57,8 @@ def load_safetensors(path: str,
             ``None``, a dict or a callable mean ``'cpu'``.
 
     Returns:
-        The tensors, in file order (their stored dtypes).
+        The tensors (their stored dtypes), in file order (safetensors
+        writers sort them).
 
     Raises:
         FileNotFoundError: No such file.

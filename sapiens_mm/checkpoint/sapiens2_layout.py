@@ -20,7 +20,7 @@ import torch.nn as nn
 from .safetensors_io import save_safetensors
 
 __all__ = ['from_official_layout', 'to_official_layout',
-           'save_official_checkpoint']
+           'save_official_checkpoint', 'add_official_layout_hook']
 
 _OFFICIAL_HEAD = 'decode_head.'
 _MMPOSE_HEAD = 'head.'
@@ -52,6 +52,33 @@ def from_official_layout(state: Dict[str, torch.Tensor],
             _has_child(model, 'head') and not _has_child(model, 'decode_head'):
         return _renamed(state, _OFFICIAL_HEAD, _MMPOSE_HEAD)
     return OrderedDict(state)
+
+
+def add_official_layout_hook(model: nn.Module) -> nn.Module:
+    """Make every ``model.load_state_dict`` accept official task files.
+
+    Registers a load-state-dict pre-hook that renames ``decode_head.*`` to
+    ``head.*`` (as :func:`from_official_layout` does) in place, so that
+    paths that do not go through :mod:`sapiens_mm.checkpoint` (mmengine's
+    Runner ``load_from``, which loads non-strictly) load the head too. For
+    models that keep their head as ``head`` (mmpose estimators); call it
+    in the estimator's ``__init__``.
+
+    Returns:
+        ``model``.
+    """
+
+    def hook(module, state_dict, prefix, *args):
+        if not (_has_child(module, 'head')
+                and not _has_child(module, 'decode_head')):
+            return
+        old = prefix + _OFFICIAL_HEAD
+        for k in [k for k in state_dict if k.startswith(old)]:
+            state_dict[prefix + _MMPOSE_HEAD + k[len(old):]] = \
+                state_dict.pop(k)
+
+    model.register_load_state_dict_pre_hook(hook)
+    return model
 
 
 def to_official_layout(model: nn.Module) -> 'OrderedDict[str, torch.Tensor]':

@@ -7,6 +7,7 @@ from typing import Dict, Literal
 DATA_DIR = Path(__file__).resolve().parents[1] / 'data'
 
 __all__ = [
+<<<<<<< HEAD
     'DATA_DIR', 'load_goliath_keypoints', 'load_body_part_classes',
     'load_keypoint_formats', 'body_part_label_map', 'BodyPartVocab'
 ]
@@ -14,6 +15,14 @@ __all__ = [
 #: Body-part vocabularies of ``body_part_classes.json``: Sapiens v1's 28
 #: Goliath classes, LIP / CIHP's 20, and Sapiens2's 29 ("dome29").
 BodyPartVocab = Literal['goliath_28', 'lip_cihp_20', 'dome_29']
+=======
+    'DATA_DIR', 'BODY_PART_VOCABS', 'load_goliath_keypoints',
+    'load_body_part_classes', 'vocab_for_num_classes', 'load_keypoint_formats'
+]
+
+#: Number of classes -> body-part vocabulary in ``body_part_classes.json``.
+BODY_PART_VOCABS: Dict[int, str] = {28: 'goliath_28', 20: 'lip_cihp_20'}
+>>>>>>> main
 
 
 @lru_cache(maxsize=None)
@@ -36,6 +45,20 @@ def load_body_part_classes(vocab: BodyPartVocab = 'goliath_28') -> dict:
         raise KeyError(f'Unknown vocabulary {vocab!r}; choose from '
                        f'{sorted(data)}.')
     return data[vocab]
+
+
+def vocab_for_num_classes(num_classes: int) -> str:
+    """Body-part vocabulary of a segmentation model with ``num_classes``.
+
+    Raises:
+        ValueError: No shipped vocabulary has that many classes.
+    """
+    if num_classes not in BODY_PART_VOCABS:
+        raise ValueError(
+            f'No body-part vocabulary has {num_classes} classes; the shipped '
+            f'ones have {sorted(BODY_PART_VOCABS)} '
+            f'({list(BODY_PART_VOCABS.values())}).')
+    return BODY_PART_VOCABS[num_classes]
 
 
 @lru_cache(maxsize=None)

@@ -79,7 +79,7 @@ class Sapiens2DenseEstimator(SapiensDenseEstimator):
             return pred[0]
         pred = self._crop_padding(pred, meta)
         if meta.get('flip', False):
-            pred = self._unflip(pred, meta.get('flip_direction',
+            pred = self.unflip(pred, meta.get('flip_direction',
                                                'horizontal'))
         if 'ori_shape' in meta:
             size = tuple(int(s) for s in meta['ori_shape'][:2])
