@@ -7,22 +7,18 @@ from typing import Dict, Literal
 DATA_DIR = Path(__file__).resolve().parents[1] / 'data'
 
 __all__ = [
-<<<<<<< HEAD
-    'DATA_DIR', 'load_goliath_keypoints', 'load_body_part_classes',
-    'load_keypoint_formats', 'body_part_label_map', 'BodyPartVocab'
+    'DATA_DIR', 'BODY_PART_VOCABS', 'load_goliath_keypoints',
+    'load_body_part_classes', 'vocab_for_num_classes', 'load_keypoint_formats',
+    'body_part_label_map', 'BodyPartVocab'
 ]
 
 #: Body-part vocabularies of ``body_part_classes.json``: Sapiens v1's 28
 #: Goliath classes, LIP / CIHP's 20, and Sapiens2's 29 ("dome29").
 BodyPartVocab = Literal['goliath_28', 'lip_cihp_20', 'dome_29']
-=======
-    'DATA_DIR', 'BODY_PART_VOCABS', 'load_goliath_keypoints',
-    'load_body_part_classes', 'vocab_for_num_classes', 'load_keypoint_formats'
-]
 
 #: Number of classes -> body-part vocabulary in ``body_part_classes.json``.
-BODY_PART_VOCABS: Dict[int, str] = {28: 'goliath_28', 20: 'lip_cihp_20'}
->>>>>>> main
+BODY_PART_VOCABS: Dict[int, str] = {
+    28: 'goliath_28', 20: 'lip_cihp_20', 29: 'dome_29'}
 
 
 @lru_cache(maxsize=None)
