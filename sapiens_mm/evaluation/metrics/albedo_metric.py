@@ -7,7 +7,7 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmseg.registry import METRICS
 
-from .depth_metric import _to_numpy, save_prediction
+from .depth_metric import save_prediction, to_numpy
 
 __all__ = ['SapiensAlbedoMetric']
 
@@ -47,7 +47,7 @@ class SapiensAlbedoMetric(BaseMetric):
         """Accumulate the errors of a batch of samples with
         ``pred_albedo_map`` and ``gt_albedo_map`` (3, H, W)."""
         for sample in data_samples:
-            pred = _to_numpy(sample['pred_albedo_map']['data'])
+            pred = to_numpy(sample['pred_albedo_map']['data'])
             if self.output_dir:
                 save_prediction(self.output_dir, sample,
                                 pred.transpose(1, 2, 0).astype(np.float32),
@@ -58,7 +58,7 @@ class SapiensAlbedoMetric(BaseMetric):
             if 'gt_albedo_map' not in sample:
                 raise KeyError('SapiensAlbedoMetric needs gt_albedo_map in '
                                'the samples (or format_only=True).')
-            gt = _to_numpy(sample['gt_albedo_map']['data'])
+            gt = to_numpy(sample['gt_albedo_map']['data'])
             if gt.shape != pred.shape:
                 raise ValueError(
                     f'Prediction {pred.shape} and ground truth {gt.shape} '

@@ -7,7 +7,7 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmseg.registry import METRICS
 
-from .depth_metric import _to_numpy, save_prediction
+from .depth_metric import save_prediction, to_numpy
 
 __all__ = ['SapiensPointmapMetric', 'align_scale', 'pointmap_errors']
 
@@ -135,7 +135,7 @@ class SapiensPointmapMetric(BaseMetric):
                 (3, H, W), both metric.
         """
         for sample in data_samples:
-            pred = _to_numpy(sample['pred_pointmap']['data'])
+            pred = to_numpy(sample['pred_pointmap']['data'])
             if self.output_dir:
                 save_prediction(self.output_dir, sample,
                                 pred.transpose(1, 2, 0).astype(np.float32),
@@ -146,7 +146,7 @@ class SapiensPointmapMetric(BaseMetric):
             if 'gt_pointmap' not in sample:
                 raise KeyError('SapiensPointmapMetric needs gt_pointmap in '
                                'the samples (or format_only=True).')
-            gt = _to_numpy(sample['gt_pointmap']['data'])
+            gt = to_numpy(sample['gt_pointmap']['data'])
             if gt.shape != pred.shape or gt.shape[0] != 3:
                 raise ValueError(
                     f'Prediction {pred.shape} and ground truth {gt.shape} '

@@ -3,7 +3,7 @@ import torch.nn as nn
 from mmseg.registry import MODELS
 from torch import Tensor
 
-from .normal_cosine_loss import _check, valid_normal_mask
+from .normal_cosine_loss import check_normal_shapes, valid_normal_mask
 
 __all__ = ['NormalGradLoss', 'masked_gradient_error']
 
@@ -78,7 +78,7 @@ class NormalGradLoss(nn.Module):
         Returns:
             Scalar loss.
         """
-        _check(pred, target)
+        check_normal_shapes(pred, target)
         valid = valid_normal_mask(target, self.eps)
         return self.loss_weight * masked_gradient_error(
             pred, target, valid, squared=True)
