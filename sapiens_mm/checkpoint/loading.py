@@ -297,10 +297,10 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
     path = osp.expanduser(str(path))
     if not osp.isfile(path):
         raise FileNotFoundError(f'Checkpoint file not found: {path}')
-    if osp.getsize(path) == 0:
-        raise _not_a_checkpoint(path, 'the file is empty')
     if is_safetensors_file(path):
         return load_safetensors(path, map_location)
+    if osp.getsize(path) == 0:
+        raise _not_a_checkpoint(path, 'the file is empty')
     allowed = trusted_types()
     try:
         with torch.serialization.safe_globals(allowed):
