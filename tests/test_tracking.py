@@ -26,16 +26,16 @@ def _pose(rng, k=17, arms_up=False):
     return pose
 
 
-def _crossing(same_pose: bool, frames=41, noise=1.5, seed=0):
+def _crossing(same_pose: bool, frames=81, noise=1.5, seed=0):
     """Two people walking towards each other along the same line and past
-    each other (their boxes overlap for ~10 frames). Yields (boxes,
+    each other (their boxes overlap for ~15 frames). Yields (boxes,
     keypoints, scores, person index of each row), rows in random order as a
     detector would give them."""
     rng = np.random.default_rng(seed)
     poses = [_pose(rng), None]
     poses[1] = poses[0].copy() if same_pose else _pose(rng, arms_up=True)
     for f in range(frames):
-        xs = (40 + 8 * f, 364 - 8 * f)  # 4 px apart at the closest
+        xs = (40 + 4 * f, 364 - 4 * f)  # 4 px apart at the closest
         kpts = np.stack([
             poses[p] + [xs[p], 120] + rng.normal(0, noise, poses[p].shape)
             for p in (0, 1)
@@ -49,10 +49,10 @@ def _crossing(same_pose: bool, frames=41, noise=1.5, seed=0):
 @pytest.mark.parametrize('seed', range(3))
 @pytest.mark.parametrize('same_pose', [False, True])
 def test_ids_stable_through_crossing(same_pose, seed):
-    """Different poses are told apart by OKS (box IoU alone swaps the IDs
-    in 4 of 10 such sequences); identical poses by the tracks' motion (at
-    the crossing their boxes are 4 px apart; without the constant-velocity
-    prediction all 10 swap)."""
+    """Different poses are told apart by OKS (box IoU alone, without
+    motion, swaps the IDs in 9 of 30 such sequences); identical poses by the
+    tracks' motion (at the crossing they are 4 px apart; without the
+    constant-velocity prediction all 30 swap)."""
     tracker = PoseTracker(smooth=False)
     owner = {}
     overlapped = 0
@@ -61,7 +61,7 @@ def test_ids_stable_through_crossing(same_pose, seed):
         overlapped += bbox_iou(boxes[:1], boxes[1:])[0, 0] > 0.5
         for i, p in zip(ids, person):
             assert owner.setdefault(int(p), int(i)) == i
-    assert overlapped >= 3  # the people really cross
+    assert overlapped >= 4  # the people really cross
     assert sorted(owner.values()) == [0, 1]
 
 

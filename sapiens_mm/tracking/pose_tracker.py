@@ -294,7 +294,12 @@ class PoseTracker:
 
     def _refresh(self, track: _Track, bbox, keypoints, visible) -> int:
         gap = self.frame - track.frame
-        step = ((bbox[:2] + bbox[2:]) - (track.bbox[:2] + track.bbox[2:])) / 2
+        both = visible & track.visible
+        if both.any():  # mean keypoint motion: less noisy than the box's
+            step = (keypoints[both] - track.keypoints[both]).mean(0)
+        else:
+            step = ((bbox[:2] + bbox[2:]) -
+                    (track.bbox[:2] + track.bbox[2:])) / 2
         track.velocity = 0.5 * track.velocity + 0.5 * step / gap
         track.bbox, track.keypoints = bbox.copy(), keypoints.copy()
         track.visible, track.frame = visible.copy(), self.frame
