@@ -234,7 +234,9 @@ class PoseTracker:
                bboxes: np.ndarray,
                keypoints: np.ndarray,
                keypoint_scores: np.ndarray,
-               t: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray]:
+               t: Optional[float] = None,
+               known_ids: Optional[np.ndarray] = None
+               ) -> Tuple[np.ndarray, np.ndarray]:
         """Assign this frame's people to tracks.
 
         Args:
@@ -243,6 +245,10 @@ class PoseTracker:
             keypoint_scores: (M, K).
             t: Frame time in seconds (the filter's time base); None: the
                 frame count / ``fps``.
+            known_ids: (M,) the track ID each person is known to have, -1
+                where unknown: e.g. people whose boxes were made from that
+                track's keypoints in the previous frame (no detector run).
+                They keep it, if the track is live, without matching.
 
         Returns:
             tuple: (M,) int64 track IDs (-1: a person too unsure to start a
@@ -260,14 +266,27 @@ class PoseTracker:
                 f'{m} boxes but keypoints {keypoints.shape} and scores '
                 f'{scores.shape}: give (M, 4), (M, K, 2) and (M, K).')
         visible = scores >= self.kpt_thr
-        sim = self.similarity(bboxes, keypoints, visible)
         ids = np.full(m, -1, np.int64)
+        free = list(range(len(self.tracks)))
+        if known_ids is not None:
+            live = {tr.track_id: c for c, tr in enumerate(self.tracks)}
+            for r, known in enumerate(np.asarray(known_ids).reshape(-1)):
+                c = live.pop(int(known), None)
+                if c is not None:
+                    ids[r] = self._refresh(self.tracks[c], bboxes[r],
+                                           keypoints[r], visible[r])
+                    free.remove(c)
+        rest = np.flatnonzero(ids < 0)
+        sim = self.similarity(bboxes[rest], keypoints[rest],
+                              visible[rest])[:, free]
         if sim.size:
             rows, cols = linear_sum_assignment(-sim)
             for r, c in zip(rows, cols):
                 if sim[r, c] >= self.match_thr:
-                    ids[r] = self._refresh(self.tracks[c], bboxes[r],
-                                           keypoints[r], visible[r])
+                    ids[rest[r]] = self._refresh(self.tracks[free[c]],
+                                                 bboxes[rest[r]],
+                                                 keypoints[rest[r]],
+                                                 visible[rest[r]])
         for r in np.flatnonzero(ids < 0):
             if m and scores[r].mean() >= self.birth_thr:
                 ids[r] = self._start(bboxes[r], keypoints[r], visible[r])
