@@ -213,8 +213,9 @@ def test_unreadable_image_in_folder_is_skipped(inferencer, tmp_path):
     (folder / 'notes.txt').write_text('not an image')
     results = inferencer(str(folder), out_dir=str(tmp_path / 'out'))
     assert [r['name'] for r in results] == ['a', 'sub/c']
-    assert inferencer.skipped == [(str(folder / 'b.jpg'),
-                                   'not a readable image')]
+    assert inferencer.skipped == [
+        (str(folder / 'b.jpg'),
+         'not a readable image (OpenCV could not decode the file)')]
     assert (tmp_path / 'out/seg/sub/c.npy').is_file()
 
 

@@ -32,7 +32,11 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             '<name>.npy (seg labels, depth, normals at the input resolution; '
             'depth/normals are NaN outside the person when seg runs) and '
             '<name>.png; for videos per-frame files in <name>/ and '
-            '<name>.mp4.\n\n'
+            '<name>.mp4. Inputs with the same name get <name>_1, '
+            '<name>_2...; OUT_DIR/outputs.json maps every input to its '
+            'files. Files are written atomically; unreadable or truncated '
+            'images are skipped with a message, and a run where every '
+            'input fails exits with an error.\n\n'
             'Example:\n  python tools/infer.py photo.jpg --checkpoints '
             'sapiens_0.3b_goliath_best_goliath_AP_573.pth '
             'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth '
@@ -197,7 +201,11 @@ def main(argv: Optional[Sequence[str]] = None,
 
     Returns:
         The per-frame results without their arrays (``input``, ``name``,
-        ``frame_index``, ``pred_files``, ``vis_files``).
+        ``frame_index``, ``pred_files``, ``vis_files``, ``nonfinite``), also
+        written to ``OUT_DIR/outputs.json``.
+
+    Raises:
+        RuntimeError: No input could be processed (each was skipped).
     """
     args = build_parser(prog).parse_args(argv)
     from mmengine.logging import print_log
@@ -245,12 +253,22 @@ def main(argv: Optional[Sequence[str]] = None,
         summary.append({
             k: result[k]
             for k in ('input', 'name', 'frame_index', 'pred_files',
-                      'vis_files')
+                      'vis_files', 'nonfinite')
         })
     print_log(
         f'Sapiens {", ".join(inferencer.tasks)}: {len(summary)} image(s) / '
         f'frame(s) processed, {len(inferencer.skipped)} skipped; outputs in '
         f'{args.out_dir}', logger='current')
+    if summary and not (args.no_save_pred and args.no_save_vis):
+        # which input each output came from (names made unique)
+        from sapiens_mm.engine.fileio import atomic_write
+        atomic_write(json.dumps(summary, indent=1),
+                     osp.join(args.out_dir, 'outputs.json'))
+    flagged = [r for r in summary if r['nonfinite']]
+    if flagged:
+        print_log(f'{len(flagged)} image(s) / frame(s) had non-finite model '
+                  'outputs (see "nonfinite" in outputs.json).',
+                  logger='current', level=30)
     if not summary:
         reasons = '; '.join(f'{name}: {why}'
                             for name, why in inferencer.skipped[:3])

@@ -63,7 +63,7 @@ def keypoint_oks(kpts_a: np.ndarray, vis_a: np.ndarray, kpts_b: np.ndarray,
     e = d2 / (2 * var[None, None] * np.maximum(areas_b, 1.)[None, :, None])
     both = vis_a[:, None] & vis_b[None]
     n = both.sum(-1)
-    oks = (np.exp(-e) * both).sum(-1) / np.maximum(n, 1)
+    oks = np.where(both, np.exp(-e), 0.).sum(-1) / np.maximum(n, 1)
     return np.where(n > 0, oks, np.nan)
 
 
@@ -265,7 +265,8 @@ class PoseTracker:
             raise ValueError(
                 f'{m} boxes but keypoints {keypoints.shape} and scores '
                 f'{scores.shape}: give (M, 4), (M, K, 2) and (M, K).')
-        visible = scores >= self.kpt_thr
+        finite = np.isfinite(keypoints).all(-1)
+        visible = (scores >= self.kpt_thr) & finite
         ids = np.full(m, -1, np.int64)
         free = list(range(len(self.tracks)))
         if known_ids is not None:
@@ -296,7 +297,7 @@ class PoseTracker:
         out = keypoints.astype(np.float32)
         if self.smooth:
             by_id = {tr.track_id: tr for tr in self.tracks}
-            for r in np.flatnonzero(ids >= 0):
+            for r in np.flatnonzero((ids >= 0) & finite.all(-1)):
                 tr = by_id[int(ids[r])]
                 height = max(bboxes[r, 3] - bboxes[r, 1], 1.)
                 out[r] = tr.filter(keypoints[r], t, scale=height)

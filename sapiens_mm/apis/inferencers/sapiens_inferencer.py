@@ -57,6 +57,22 @@ class StopRequested(Exception):
     """The user closed the live view."""
 
 
+def _nonfinite_counts(pred: dict) -> Dict[str, int]:
+    """Per dense task of one frame's prediction, how many NaN / inf values
+    the model produced (seg: its logits); tasks without any are left out."""
+    counts = {}
+    for task, sample in pred['samples'].items():
+        field = {'seg': 'seg_logits', 'depth': 'pred_depth_map',
+                 'normal': 'pred_normal_map'}.get(task)
+        data = getattr(sample, field, None) if field else None
+        if data is None:
+            continue
+        n = int((~torch.isfinite(data.data)).sum())
+        if n:
+            counts[task] = n
+    return counts
+
+
 class _VideoState:
     """What the inferencer carries from frame to frame of one video or
     webcam: its pose tracker, dense stabilisers and last keypoints."""
@@ -367,8 +383,12 @@ class SapiensInferencer:
             float32 relative depth (larger = farther); ``normal``: (H, W, 3)
             float32 unit normals. When seg ran, depth and normals are NaN
             outside the person foreground (label > 0). Also ``pred_files``
-            and ``vis_files`` ({task: path} of what was written), plus
-            ``visualization`` / ``datasamples`` when asked.
+            and ``vis_files`` ({task: path} of what was written),
+            ``nonfinite`` ({task: number of NaN / inf values the model
+            output}, empty when all are finite; each such frame is also
+            logged as a warning), plus ``visualization`` / ``datasamples``
+            when asked. Two inputs with the same name get distinct output
+            names (``x``, ``x_1``...: see ``name``, and the log).
         """
         batch_size = self.check_batch_size(batch_size or self.batch_size)
         self.skipped = []
@@ -517,6 +537,8 @@ class SapiensInferencer:
                                          ti.postprocess(samples)):
                 pred['samples'][task] = sample
                 pred[task] = arr
+        for pred in preds:  # before the seg mask adds NaNs on purpose
+            pred['nonfinite'] = _nonfinite_counts(pred)
         for pred in preds:  # the person foreground masks the dense outputs
             if 'seg' in pred:
                 background = pred['seg'] == 0
@@ -536,6 +558,10 @@ class SapiensInferencer:
                     frame, batch_size)
                 pred['pose'] = out['pose']
                 pred['samples']['pose'] = out['samples']
+                bad = sum(int((~np.isfinite(out['pose'][k])).sum())
+                          for k in ('keypoints', 'keypoint_scores'))
+                if bad:
+                    pred['nonfinite']['pose'] = bad
             self._follow(frame, pred)
         return preds
 
@@ -613,7 +639,17 @@ class SapiensInferencer:
             predictions={t: pred[t]
                          for t in self.tasks},
             pred_files={},
-            vis_files={})
+            vis_files={},
+            nonfinite=dict(pred.get('nonfinite') or {}))
+        if result['nonfinite']:
+            where = result['input'] if frame.frame_index is None else \
+                f'{result["input"]} frame {frame.frame_index}'
+            outputs = ', '.join(f'{t} output ({n} values)'
+                                for t, n in result['nonfinite'].items())
+            print_log(
+                f'{where}: non-finite (NaN / inf) values in the {outputs}; '
+                'the model weights or the input may be corrupt.',
+                logger='current', level=30)
         out_dir = opts['out_dir']
         if opts['save_pred']:
             for task in self.tasks:
