@@ -299,7 +299,7 @@ def test_help_lists_the_options():
                  '--e2e-config', '--e2e-only', '--e2e-images', '--out-dir',
                  '--layers', '--json', '--compile-mode', '--sdpa-backend',
                  '--cuda-graph', '--channels-last', '--e2e-boxes',
-                 '--e2e-cfg-options'):
+                 '--e2e-cfg-options', '--e2e-det-interval'):
         assert flag in text, flag
 
 
@@ -322,12 +322,21 @@ def test_e2e_cli_pose_and_seg_with_boxes_and_cfg_options(tmp_path, capsys,
         return real(models, **kwargs)
 
     monkeypatch.setattr(inferencers, 'SapiensInferencer', spy)
+    kwargs_seen = []
+    real_init = real.__init__
+
+    def init(self, *args, **kwargs):
+        kwargs_seen.append(kwargs)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(real, '__init__', init)
     path = tmp_path / 'r.json'
     main(['--arch', 'sapiens_tiny', '--e2e-only', '--end-to-end',
           info['path'], '--e2e-config', str(TINY['pose']), str(TINY['seg']),
           '--e2e-cfg-options', 'model.test_cfg.flip_test=False',
           '--e2e-boxes', str(boxes), '--repeats', '1', '--device', 'cpu',
-          '--json', str(path)])
+          '--e2e-det-interval', '3', '--json', str(path)])
+    assert kwargs_seen[0]['det_interval'] == 3
     pose_cfg, seg_cfg = built[0]
     assert pose_cfg.model.test_cfg.flip_test is False
     assert 'flip_test' not in seg_cfg.model.test_cfg

@@ -406,3 +406,9 @@ def test_write_video_cycles_its_scenes_and_returns_their_boxes(tmp_path):
     np.testing.assert_array_equal(info['boxes'][0][0], [x, y, x + w, y + h])
     with pytest.raises(ValueError, match='min_people'):
         write_video(path, 1, min_people=3, max_people=2)
+    held = write_video(tmp_path / 'held.mp4', num_frames=5, size=(96, 128),
+                       min_people=2, max_people=2, unique_frames=2,
+                       frames_per_scene=2, seed=1)
+    # scenes 0, 0, 1, 1, 0
+    for i, scene in enumerate([0, 0, 1, 1, 0]):
+        np.testing.assert_array_equal(held['boxes'][i], info['boxes'][scene])

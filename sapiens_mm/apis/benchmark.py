@@ -1244,6 +1244,10 @@ def build_parser(prog: Optional[str] = None):
                    help='overrides merged into each --e2e-config that has '
                    'the key, e.g. model.test_cfg.flip_test=False (the pose '
                    'config\'s flip test)')
+    e.add_argument('--e2e-det-interval', type=int, default=1, metavar='N',
+                   help='on a video, run the person detector every N frames '
+                   '(the others take their boxes from the tracked people; '
+                   'default: %(default)s)')
     e.add_argument('--e2e-images', type=int, default=None,
                    help='use only the first N images / frames of SOURCE')
     e.add_argument('--out-dir', default=None,
@@ -1430,7 +1434,8 @@ def main(argv: Optional[Sequence[str]] = None,
             boxes = _read_boxes(args.e2e_boxes)
         inferencer = SapiensInferencer(
             models=config, device=device, batch_size=args.batch_size,
-            dtype=args.dtype, compile=args.compile)
+            dtype=args.dtype, compile=args.compile,
+            det_interval=args.e2e_det_interval)
         out_dir = args.out_dir or tempfile.mkdtemp(prefix='sapiens_e2e_')
         folder = args.end_to_end
         if args.e2e_images and os.path.isdir(folder):

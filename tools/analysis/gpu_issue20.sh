@@ -46,7 +46,7 @@ export PYTHONUNBUFFERED=1 OUT DEVICE DRY BUDGET RESULTS
 
 # seconds each stage needs on an H200 (estimates; setup includes the mmcv
 # build, about 1 minute on 16 cores)
-declare -A NEED=([setup]=120 [tests]=40 [model]=80 [options]=100 [e2e]=120
+declare -A NEED=([setup]=120 [tests]=40 [model]=80 [options]=130 [e2e]=150
                  [train]=200 [compile]=240 [sapiens2]=80)
 if [[ "$DRY" == 1 ]]; then
   PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"

@@ -39,6 +39,7 @@ def write_video(path: Union[str, Path],
                 min_people: int = 1,
                 max_people: int = 5,
                 unique_frames: int = 8,
+                frames_per_scene: int = 1,
                 fps: float = 30.0,
                 seed: int = 0,
                 num_workers: int = 0) -> Dict[str, object]:
@@ -51,7 +52,11 @@ def write_video(path: Union[str, Path],
         min_people: Fewest people placed per scene.
         max_people: Most people placed per scene.
         unique_frames: Scenes rendered; frame ``i`` shows scene
-            ``i % unique_frames`` (rendering 1080p scenes is the slow part).
+            ``(i // frames_per_scene) % unique_frames`` (rendering 1080p
+            scenes is the slow part).
+        frames_per_scene: Consecutive frames that show the same scene (a
+            still shot; a person detector run every N frames then finds
+            the people it would have found on every frame).
         fps: Frame rate written in the file.
         seed: The same seed gives the same scenes.
         num_workers: Worker processes rendering scenes (0: this process).
@@ -66,17 +71,19 @@ def write_video(path: Union[str, Path],
         RuntimeError: OpenCV cannot write the file.
     """
     import cv2
-    if num_frames < 1 or unique_frames < 1:
-        raise ValueError(f'num_frames and unique_frames must be >= 1, got '
-                         f'{num_frames} and {unique_frames}.')
+    if min(num_frames, unique_frames, frames_per_scene) < 1:
+        raise ValueError(f'num_frames, unique_frames and frames_per_scene '
+                         f'must be >= 1, got {num_frames}, {unique_frames} '
+                         f'and {frames_per_scene}.')
     if not 1 <= min_people <= max_people:
         raise ValueError(f'Need 1 <= min_people <= max_people, got '
                          f'{min_people} and {max_people}.')
     height, width = int(size[0]), int(size[1])
     if height < 16 or width < 16:
         raise ValueError(f'size must be at least 16 x 16, got {size}.')
+    scenes_shown = -(-num_frames // frames_per_scene)
     tasks = [(int(seed), i, (height, width), int(min_people), int(max_people))
-             for i in range(min(unique_frames, num_frames))]
+             for i in range(min(unique_frames, scenes_shown))]
     if num_workers > 0:
         with get_context().Pool(num_workers) as pool:
             scenes = pool.map(_render, tasks)
@@ -91,7 +98,8 @@ def write_video(path: Union[str, Path],
     boxes: List[np.ndarray] = []
     try:
         for i in range(num_frames):
-            frame, frame_boxes = scenes[i % len(scenes)]
+            frame, frame_boxes = scenes[(i // frames_per_scene) %
+                                        len(scenes)]
             writer.write(frame)
             boxes.append(frame_boxes)
     finally:
