@@ -102,17 +102,24 @@ def run_rows(group: str, args) -> int:
         else:
             argv += ['--warmup', '3', '--repeats', '10']
         argv += row.get('args', [])
-        print(f'-- {group} {name}: benchmark.py {" ".join(argv)}', flush=True)
-        start = time.perf_counter()
-        try:
-            bench.main(argv, prog='benchmark.py')
-        except (Exception, SystemExit) as e:  # report, go on with the rest
-            failed += 1
-            print(f'-- {group} {name} FAILED: {e!r}')
-            traceback.print_exc()
-        print(f'-- {group} {name}: {time.perf_counter() - start:.1f} s',
-              flush=True)
+        failed += not run_benchmark(bench, f'{group} {name}', argv)
     return failed
+
+
+def run_benchmark(bench, label: str, argv) -> bool:
+    """One benchmark.py run; a failure is reported and the caller goes on
+    with the other rows."""
+    print(f'-- {label}: benchmark.py {" ".join(argv)}', flush=True)
+    start = time.perf_counter()
+    ok = True
+    try:
+        bench.main(argv, prog='benchmark.py')
+    except (Exception, SystemExit) as e:
+        ok = False
+        print(f'-- {label} FAILED: {e!r}')
+        traceback.print_exc()
+    print(f'-- {label}: {time.perf_counter() - start:.1f} s', flush=True)
+    return ok
 
 
 def run_e2e(args) -> int:
@@ -143,22 +150,13 @@ def run_e2e(args) -> int:
             ('dense', ('seg', 'depth', 'normal'), []),
             ('all', all_tasks, []),  # HOG person detector on every frame
             ('all_det8', all_tasks, ['--e2e-det-interval', str(hold)])):
-        argv = extra + ['--arch', arch, '--e2e-only', '--end-to-end', video,
+        argv = [*extra, '--arch', arch, '--e2e-only', '--end-to-end', video,
                 '--e2e-config', *[configs[t] for t in tasks],
                 '--batch-size', '1' if args.dry else '8', '--dtype',
                 args.dtype, '--device', args.device, '--repeats',
                 '2' if args.dry else '5', '--json',
                 osp.join(args.results, f'e2e__{arch}_{name}.json')]
-        print(f'-- e2e {name}: benchmark.py {" ".join(argv)}', flush=True)
-        start = time.perf_counter()
-        try:
-            bench.main(argv, prog='benchmark.py')
-        except (Exception, SystemExit) as e:
-            failed += 1
-            print(f'-- e2e {name} FAILED: {e!r}')
-            traceback.print_exc()
-        print(f'-- e2e {name}: {time.perf_counter() - start:.1f} s',
-              flush=True)
+        failed += not run_benchmark(bench, f'e2e {name}', argv)
     return failed
 
 
