@@ -5,12 +5,11 @@ The expected tables are written here by keypoint name from the public
 definitions (COCO person keypoints, COCO-WholeBody, OpenPose output doc),
 not taken from the package's data file.
 """
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from tool_helpers import load_tool
 
 from sapiens_mm.datasets import coco_wholebody_to_goliath
 from sapiens_mm.datasets.keypoint_formats import (
@@ -23,16 +22,6 @@ from sapiens_mm.datasets.keypoint_formats import (
 from sapiens_mm.datasets.metainfo import load_goliath_keypoints
 from sapiens_mm.visualization.openpose import draw_openpose
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _tool():
-    """tools/convert_keypoints.py, imported (its main() runs in this process)."""
-    spec = importlib.util.spec_from_file_location(
-        'convert_keypoints_tool', ROOT / 'tools/convert_keypoints.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 GOLIATH = [k['name'] for k in load_goliath_keypoints()['keypoints']]
 
 # COCO person keypoints, in the order of the COCO 'keypoints' field.
@@ -330,7 +319,7 @@ def test_convert_tool(tmp_path, capsys):
     out = tmp_path / 'op'
     argv = [str(tmp_path / 'pose'), '--format', 'openpose', '--out-dir',
             str(out), '--draw']
-    tool = _tool()
+    tool = load_tool('convert_keypoints')
     assert tool.main(argv) == 0
     assert 'wrote 4 file(s)' in capsys.readouterr().out
     assert json.loads((out / 'clip/000001.json').read_text()) == to_openpose(

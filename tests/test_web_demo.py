@@ -3,7 +3,6 @@ by selenium (issue 19): upload the astronaut, wait for the overlays, check
 them; a non-image upload shows a readable error in the page."""
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from cluster_helpers import free_port
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,15 +29,9 @@ STARTUP_S = 180  # importing torch + OpenMMLab + gradio on 2 busy cores
 RUN_S = 180  # first run builds the tiny models, then runs them on CPU
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope='module')
 def server(tmp_path_factory):
-    port = _free_port()
+    port = free_port()
     out = tmp_path_factory.mktemp('web_demo')
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED='False',
                PYTHONPATH=str(ROOT))
