@@ -1,5 +1,5 @@
 """``python -m sapiens_mm``: the inference CLI (same as tools/infer.py)."""
-from sapiens_mm.apis.infer_cli import main
+from sapiens_mm.apis.infer_cli import cli
 
 if __name__ == '__main__':
-    main(prog='python -m sapiens_mm')
+    cli(prog='python -m sapiens_mm')

@@ -82,8 +82,8 @@ def test_cpu_distributed_config(tmp_path):
     assert cfg.env_cfg.dist_cfg.backend == 'nccl'
     assert 'model_wrapper_cfg' not in cfg
     # Training hooks added to every run.
-    assert [h.type for h in cfg.custom_hooks] == ['ReseedHook',
-                                                  'NonFiniteLossHook']
+    assert [h.type for h in cfg.custom_hooks] == [
+        'ReseedHook', 'BestCheckpointGuardHook', 'NonFiniteLossHook']
 
 
 @pytest.mark.parametrize('name', [

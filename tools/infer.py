@@ -5,7 +5,7 @@
 
 See ``python tools/infer.py --help``; the same CLI is ``python -m sapiens_mm``.
 """
-from sapiens_mm.apis.infer_cli import main
+from sapiens_mm.apis.infer_cli import cli
 
 if __name__ == '__main__':
-    main(prog='tools/infer.py')
+    cli(prog='tools/infer.py')

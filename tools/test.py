@@ -9,8 +9,13 @@ The metrics are written as JSON to ``--out`` (default:
 ``<work_dir>/<timestamp>/metrics.json``); ``--dump`` also writes every
 prediction to a pickle file (mmengine's ``DumpResults``). Multi-GPU:
 tools/dist_test.sh, tools/slurm_test.sh.
+
+The checkpoint must fit the model: missing, unexpected or wrong-shape keys
+are an error (``--non-strict`` evaluates anyway, with a warning), and NaN /
+inf weights are always refused.
 """
 import argparse
+import json
 import os
 import os.path as osp
 
@@ -19,7 +24,10 @@ from mmengine.dist import is_main_process
 
 import sapiens_mm  # noqa: F401  (registers modules, safe checkpoint loading)
 from sapiens_mm.apis.runner_cfg import (build_runner, build_test_cfg,
+                                        explain_json_error, prepare_work_dir,
                                         write_metrics_json)
+from sapiens_mm.engine.fileio import ensure_writable_dir
+from sapiens_mm.utils import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):
@@ -38,7 +46,12 @@ def parse_args(argv=None):
     parser.add_argument('--launcher', default='none',
                         choices=['none', 'pytorch', 'slurm', 'mpi'],
                         help='job launcher for distributed testing')
+    parser.add_argument('--non-strict', action='store_true',
+                        help='evaluate a checkpoint that does not fit the '
+                        'model (missing / unexpected / wrong-shape keys) '
+                        'with a warning; the unfitting weights stay random')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    add_debug_argument(parser)
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
@@ -49,9 +62,19 @@ def main(argv=None):
     args = parse_args(argv)
     cfg = build_test_cfg(args.config, args.checkpoint, work_dir=args.work_dir,
                          cfg_options=args.cfg_options, launcher=args.launcher,
-                         dump=args.dump)
-    runner = build_runner(cfg)
-    metrics = runner.test()
+                         dump=args.dump, strict=not args.non_strict)
+    if not osp.isfile(args.checkpoint):
+        raise FileNotFoundError(f'Checkpoint not found: {args.checkpoint}')
+    prepare_work_dir(cfg)
+    for path in (args.out, args.dump):
+        if path:
+            ensure_writable_dir(osp.dirname(osp.abspath(path)),
+                                f'folder of {path}')
+    try:
+        runner = build_runner(cfg)
+        metrics = runner.test()
+    except json.JSONDecodeError as e:
+        raise ValueError(explain_json_error(cfg, e)) from e
     if is_main_process():
         out = args.out or osp.join(runner.log_dir, 'metrics.json')
         write_metrics_json(metrics, out, args.config, args.checkpoint)
@@ -60,4 +83,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run_cli(main, prog='tools/test.py')

@@ -10,12 +10,15 @@ FSDP configs in configs/fsdp/) is built with ``RUNNERS.build`` (mmengine's
 FlexibleRunner), any other with ``Runner.from_cfg``.
 """
 import argparse
+import json
 import os
 
 from mmengine.config import DictAction
 
 import sapiens_mm  # noqa: F401  (registers modules, safe checkpoint loading)
-from sapiens_mm.apis.runner_cfg import build_runner, build_train_cfg
+from sapiens_mm.apis.runner_cfg import (build_runner, build_train_cfg,
+                                        explain_json_error, prepare_work_dir)
+from sapiens_mm.utils import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):
@@ -53,6 +56,7 @@ def parse_args(argv=None):
                         choices=['none', 'pytorch', 'slurm', 'mpi'],
                         help='job launcher for distributed training')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    add_debug_argument(parser)
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
@@ -67,9 +71,13 @@ def main(argv=None):
         cfg_options=args.cfg_options, launcher=args.launcher, seed=args.seed,
         deterministic=args.deterministic,
         nonfinite_loss=args.nonfinite_loss)
-    runner = build_runner(cfg)
-    runner.train()
+    prepare_work_dir(cfg)
+    try:
+        runner = build_runner(cfg)
+        runner.train()
+    except json.JSONDecodeError as e:
+        raise ValueError(explain_json_error(cfg, e)) from e
 
 
 if __name__ == '__main__':
-    main()
+    run_cli(main, prog='tools/train.py')

@@ -11,8 +11,10 @@ same run:
   with ``F.linear`` in the compute dtype;
 - *attention* (QK^T and AV) is timed by calling the attention function the
   model's attention modules use (``module.scaled_dot_product_attention``,
-  PyTorch's ``F.scaled_dot_product_attention`` in mmpretrain) on tensors with
-  the model's own sizes, strides and dtype.
+  PyTorch's ``F.scaled_dot_product_attention`` in mmpretrain and in the
+  Sapiens2 attention) on tensors with the model's own sizes, strides and
+  dtype, with the same keyword arguments (Sapiens2's grouped-query blocks
+  pass ``enable_gqa`` with K/V of fewer heads than Q).
 
 ``limit = sum_i flops_i / rate_i`` and ``achieved/limit = limit / latency``.
 Everything else the model does (layer norms, activations, residual adds,
@@ -40,7 +42,8 @@ import torch.nn.functional as F
 
 __all__ = [
     'DTYPES', 'KNOWN_GPU_PEAK_TFLOPS', 'WorkItem', 'Work', 'TimingStats',
-    'build_backbone', 'build_stock_backbone', 'build_task_model',
+    'build_backbone', 'is_sapiens2_arch', 'build_stock_backbone',
+    'build_task_model',
     'count_work', 'kernel_calls', 'measure_rates', 'limit_seconds',
     'time_callable',
     'PeakMemory', 'benchmark_model', 'end_to_end',
@@ -70,35 +73,71 @@ Precision = Literal['cast', 'autocast']
 
 # ------------------------------------------------------------- building
 def build_backbone(arch, img_size: Tuple[int, int] = (1024, 768),
-                   patch_cfg: Optional[dict] = None) -> nn.Module:
-    """A randomly initialised ``SapiensVisionTransformer`` in eval mode.
+                   patch_cfg: Optional[dict] = None,
+                   num_layers: Optional[int] = None) -> nn.Module:
+    """A randomly initialised ``SapiensVisionTransformer`` or (for a
+    ``sapiens2_*`` arch) ``Sapiens2VisionTransformer`` in eval mode.
 
     Args:
-        arch: An ``arch_zoo`` name (``'sapiens_0.3b'``, ``'1b'``, ...) or a
-            dict with ``embed_dims``, ``num_layers``, ``num_heads`` and
-            ``feedforward_channels``.
-        img_size: (H, W) of the ``pos_embed`` grid.
+        arch: An ``arch_zoo`` name (``'sapiens_0.3b'``, ``'1b'``,
+            ``'sapiens2_0.4b'``, ...) or a Sapiens ``arch`` dict.
+        img_size: (H, W) of the ``pos_embed`` grid (Sapiens2: informative
+            only).
         patch_cfg: ``PatchEmbed`` options (pose / normal use
-            ``dict(padding=2)``).
+            ``dict(padding=2)``); Sapiens only.
+        num_layers: Keep only the first N encoder layers (quick runs). The
+            Sapiens2 blocks kept have the K/V heads they have in the full
+            model.
     """
-    from sapiens_mm.models.backbones import SapiensVisionTransformer
-    return SapiensVisionTransformer(
-        arch=arch, img_size=tuple(img_size), patch_cfg=patch_cfg).eval()
+    from sapiens_mm.models.backbones import (Sapiens2VisionTransformer,
+                                             SapiensVisionTransformer)
+    if not is_sapiens2_arch(arch):
+        if num_layers:
+            arch = dict(SapiensVisionTransformer.arch_zoo[arch.lower()],
+                        num_layers=num_layers)
+        return SapiensVisionTransformer(
+            arch=arch, img_size=tuple(img_size), patch_cfg=patch_cfg).eval()
+    if patch_cfg:
+        raise ValueError('Sapiens2 backbones take no patch_cfg (their '
+                         'patch embedding has no padding).')
+    kwargs = {}
+    if num_layers:
+        full = dict(Sapiens2VisionTransformer.arch_zoo[arch.lower()])
+        kv = Sapiens2VisionTransformer.default_kv_heads(
+            full['num_layers'], full['num_heads'])[:num_layers]
+        kwargs = dict(layer_cfgs=[dict(num_kv_heads=n) for n in kv],
+                      use_tokenizer=full.pop('use_tokenizer'))
+        arch = dict(full, num_layers=len(kv))
+    return Sapiens2VisionTransformer(
+        arch=arch, img_size=tuple(img_size), **kwargs).eval()
+
+
+def is_sapiens2_arch(arch) -> bool:
+    """Whether the arch name ``arch`` is a Sapiens2 one (``sapiens2_*``)."""
+    return isinstance(arch, str) and arch.lower().startswith('sapiens2')
 
 
 def build_stock_backbone(backbone: nn.Module) -> nn.Module:
-    """mmpretrain's own ``VisionTransformer`` with the arch, options and
-    weights (a ``state_dict`` copy) of a ``SapiensVisionTransformer``.
+    """The backbone to compare with: for a ``SapiensVisionTransformer``
+    mmpretrain's own ``VisionTransformer`` with its arch, options and
+    weights (a ``state_dict`` copy); for a ``Sapiens2VisionTransformer``
+    (which has no stock counterpart) the plain-PyTorch
+    :class:`~sapiens_mm.models.reference.Sapiens2Reference` on its weights.
 
     Raises:
-        TypeError: ``backbone`` is not a ``SapiensVisionTransformer``.
+        TypeError: ``backbone`` is neither.
     """
     from mmpretrain.models.backbones import VisionTransformer
 
-    from sapiens_mm.models.backbones import SapiensVisionTransformer
+    from sapiens_mm.models.backbones import (Sapiens2VisionTransformer,
+                                             SapiensVisionTransformer)
+    if isinstance(backbone, Sapiens2VisionTransformer):
+        from sapiens_mm.models.reference import Sapiens2Reference
+        return Sapiens2Reference.from_backbone(backbone).eval()
     if not isinstance(backbone, SapiensVisionTransformer):
         raise TypeError(
-            f'--compare-stock needs a SapiensVisionTransformer backbone, got '
+            f'--compare-stock needs a SapiensVisionTransformer or '
+            f'Sapiens2VisionTransformer backbone, got '
             f'{type(backbone).__name__}.')
     layer = backbone.layers[0]
     arch = dict(
@@ -162,9 +201,12 @@ class Work:
         items: ``WorkItem -> number of calls``.
         attention_fns: ``WorkItem -> the attention function the model
             called`` (timed by :func:`measure_rates`).
+        attention_args: ``WorkItem -> (args, kwargs)`` the call passed
+            after q, k, v (e.g. ``enable_gqa``); the timing passes them too.
     """
     items: Dict[WorkItem, int] = field(default_factory=dict)
     attention_fns: Dict[WorkItem, Callable] = field(default_factory=dict)
+    attention_args: Dict[WorkItem, tuple] = field(default_factory=dict)
 
     def flops(self, kind: Optional[str] = None) -> int:
         """Total FLOPs (of one ``kind``, or all)."""
@@ -240,6 +282,7 @@ def count_work(model: nn.Module, run: Callable[[], object]) -> Work:
                       for t, p in zip((q, k, v), ptrs)), q.dtype, flops)
             add(item)
             work.attention_fns.setdefault(item, fn)
+            work.attention_args.setdefault(item, (args, kwargs))
             return fn(q, k, v, *args, **kwargs)
         return recorded
 
@@ -322,7 +365,7 @@ def kernel_calls(work: Work,
 
     Matmuls run ``F.linear(x (M, K), w (N, K), bias (N))``; attention runs
     the recorded attention function on q, k, v rebuilt with the recorded
-    sizes, strides and storage sharing.
+    sizes, strides and storage sharing, and the call's other arguments.
     """
     calls = {}
     gen = torch.Generator(device=device).manual_seed(0)
@@ -351,10 +394,11 @@ def kernel_calls(work: Work,
                         dtype=item.dtype)
                 tensors.append(bases[group].as_strided(size, stride, offset))
             attn = work.attention_fns[item]
+            args, kwargs = work.attention_args.get(item, ((), {}))
 
-            def fn(t=tuple(tensors), attn=attn):
+            def fn(t=tuple(tensors), attn=attn, args=args, kwargs=kwargs):
                 with torch.inference_mode():
-                    return attn(*t)
+                    return attn(*t, *args, **kwargs)
         calls[item] = fn
     return calls
 
@@ -513,7 +557,9 @@ def benchmark_model(model: nn.Module,
         repeats: Timed forward passes.
         compile: ``torch.compile`` the backbone (in place) before timing;
             the warm-up pays for the compilation (give ``warmup >= 1``).
-        compare_stock: Also time mmpretrain's ``VisionTransformer`` with the
+        compare_stock: Also time the comparison backbone of
+            :func:`build_stock_backbone` (mmpretrain's ``VisionTransformer``
+            for Sapiens, the plain-PyTorch reference for Sapiens2) with the
             same arch and weights (backbone, or the task model's backbone
             swapped for it) on the same input and dtype.
         rate_min_time: Seconds each kernel is timed for in each round.
@@ -528,7 +574,8 @@ def benchmark_model(model: nn.Module,
         ``attention``), ``gflops_per_s``, ``limit_s`` (total / per kind),
         ``achieved_over_limit``, ``rates`` (per kernel), ``peak_mem`` /
         ``base_mem`` (bytes), ``peak_tflops`` / ``peak_fraction`` (GPU),
-        and with ``compare_stock``: ``stock_latency``, ``stock_speedup``
+        and with ``compare_stock``: ``stock_label`` (``'stock mmpretrain'``
+        or ``'plain reference'``), ``stock_latency``, ``stock_speedup``
         (stock median / ours) and ``stock_max_abs_diff``.
 
     Raises:
@@ -552,10 +599,12 @@ def benchmark_model(model: nn.Module,
     if dev.type == 'cuda' and not torch.cuda.is_available():
         raise RuntimeError(f'device={device!r} but CUDA is not available.')
     torch_dtype = DTYPES[dtype]
-    stock = None
+    stock, stock_label = None, None
     if compare_stock:
         backbone = getattr(model, 'backbone', model)
         stock_backbone = build_stock_backbone(backbone)
+        stock_label = ('plain reference' if type(stock_backbone).__name__
+                       == 'Sapiens2Reference' else 'stock mmpretrain')
         if backbone is model:
             stock = stock_backbone
         else:
@@ -662,6 +711,7 @@ def benchmark_model(model: nn.Module,
         stock_stats = TimingStats(stock_times)
         stock_out = _first_tensor(stock_outs.pop()).float()
         result.update(
+            stock_label=stock_label,
             stock_latency=stock_stats,
             stock_speedup=stock_stats.median / stats.median,
             stock_peak_mem=stock_peak,
@@ -790,7 +840,10 @@ def format_report(result: dict) -> str:
             m, k, nn_ = item.shape
             desc = f'matmul {m}x{k} -> {nn_}'
         else:
-            desc = 'attention ' + 'x'.join(map(str, item.shape[0][0]))
+            q_size, k_size = item.shape[0][0], item.shape[1][0]
+            desc = 'attention ' + 'x'.join(map(str, q_size))
+            if len(k_size) > 2 and k_size[-3] != q_size[-3]:
+                desc += f' ({k_size[-3]} kv heads)'  # grouped-query
         lines.append(f'  {desc:<40} {str(item.dtype)[6:]:<9} x{n:<4} '
                      f'{rate / 1e9:8.1f} GFLOP/s')
     if result.get('peak_tflops') is not None or 'peak_fraction' in result:
@@ -803,7 +856,8 @@ def format_report(result: dict) -> str:
     if 'stock_latency' in result:
         s = result['stock_latency']
         lines.append(
-            f"stock mmpretrain    median {_fmt_s(s.median)} (min "
+            f"{result.get('stock_label', 'stock mmpretrain'):<20}"
+            f"median {_fmt_s(s.median)} (min "
             f"{_fmt_s(s.min)}, max {_fmt_s(s.max)}), peak memory "
             f"{_fmt_bytes(result['stock_peak_mem'])}; speed ratio "
             f"{result['stock_speedup']:.3f} (stock time / ours), max abs "
@@ -843,6 +897,8 @@ def build_parser(prog: Optional[str] = None):
             '--compare-stock\n'
             '  python tools/analysis/benchmark.py --arch sapiens_0.3b '
             '--dtype bf16 --compare-stock\n'
+            '  python tools/analysis/benchmark.py --arch sapiens2_0.4b '
+            '--dtype bf16 --compare-stock\n'
             '  python tools/analysis/benchmark.py --arch sapiens_0.3b '
             '--end-to-end photos/\n'
             '  python tools/analysis/benchmark.py --config '
@@ -852,7 +908,9 @@ def build_parser(prog: Optional[str] = None):
     what.add_argument(
         '--arch', default='sapiens_0.3b',
         help='backbone arch: sapiens_0.3b | sapiens_0.6b | sapiens_1b | '
-        'sapiens_2b | sapiens_tiny (default: %(default)s)')
+        'sapiens_2b | sapiens_tiny, or Sapiens2: sapiens2_0.1b | '
+        'sapiens2_0.4b | sapiens2_0.8b | sapiens2_1b | sapiens2_1b_4k | '
+        'sapiens2_5b | sapiens2_tiny (default: %(default)s)')
     what.add_argument('--config', default=None,
                       help='a task config (pose / seg / depth / normal): '
                       'times the whole model (backbone + head)')
@@ -879,9 +937,10 @@ def build_parser(prog: Optional[str] = None):
     p.add_argument('--compile', action='store_true',
                    help='time torch.compile(model) (compiled in the warm-up)')
     p.add_argument('--compare-stock', action='store_true',
-                   help='also time mmpretrain\'s VisionTransformer with the '
-                   'same arch and weights; print the speed ratio and the '
-                   'max output difference')
+                   help='also time mmpretrain\'s VisionTransformer (Sapiens2: '
+                   'a plain-PyTorch reference written from the official '
+                   'model\'s description) with the same arch and weights; '
+                   'print the speed ratio and the max output difference')
     p.add_argument('--peak-tflops', type=float, default=None,
                    help='GPU peak TFLOP/s for the dtype (default: a table '
                    'of known GPUs, e.g. H100/H200 SXM 989, A100 312)')
@@ -958,18 +1017,18 @@ def main(argv: Optional[Sequence[str]] = None,
     else:
         if args.checkpoint:
             raise SystemExit('--checkpoint goes with --config.')
-        from sapiens_mm.models.backbones import SapiensVisionTransformer
-        if isinstance(args.arch, str) and args.arch.lower() not in \
-                SapiensVisionTransformer.arch_zoo:
+        from sapiens_mm.models.backbones import (Sapiens2VisionTransformer,
+                                                 SapiensVisionTransformer)
+        zoo = (Sapiens2VisionTransformer if is_sapiens2_arch(args.arch) else
+               SapiensVisionTransformer).arch_zoo
+        if args.arch.lower() not in zoo:
             raise SystemExit(
                 f'Unknown --arch {args.arch!r}; choose one of '
-                f'{sorted(SapiensVisionTransformer.arch_zoo)}.')
-        arch = args.arch
-        if args.layers:
-            arch = dict(SapiensVisionTransformer.arch_zoo[arch.lower()],
-                        num_layers=args.layers)
+                f'{sorted(SapiensVisionTransformer.arch_zoo)} or '
+                f'{sorted(Sapiens2VisionTransformer.arch_zoo)}.')
         if not args.e2e_only:
-            model = build_backbone(arch, tuple(args.img_size))
+            model = build_backbone(args.arch, tuple(args.img_size),
+                                   num_layers=args.layers)
     what = args.config or args.arch + (f' ({args.layers} layers)'
                                        if args.layers else '')
     results = dict(model=what)

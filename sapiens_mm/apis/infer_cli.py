@@ -8,7 +8,7 @@ import json
 import os.path as osp
 from typing import List, Optional, Sequence
 
-__all__ = ['build_parser', 'models_from_args', 'main']
+__all__ = ['build_parser', 'models_from_args', 'main', 'cli']
 
 _TASKS = ('pose', 'seg', 'depth', 'normal')
 
@@ -108,6 +108,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='ms to wait per shown frame (default: %(default)s)')
     o.add_argument('--no-progress', action='store_true',
                    help='no progress bar')
+    from sapiens_mm.utils import add_debug_argument
+    add_debug_argument(p)
     return p
 
 
@@ -147,8 +149,13 @@ def _load_bboxes(text: Optional[str]):
     if text is None:
         return None
     if osp.isfile(text):
-        with open(text) as f:
-            return json.load(f)
+        try:
+            with open(text, encoding='utf-8') as f:
+                return json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(
+                f'--bboxes file {text} is not valid JSON ({e}); write '
+                '[[x1, y1, x2, y2], ...] in pixels.') from None
     try:
         return json.loads(text)
     except json.JSONDecodeError:
@@ -169,6 +176,9 @@ def main(argv: Optional[Sequence[str]] = None,
 
     from .inferencer import SapiensInferencer
     bboxes = _load_bboxes(args.bboxes)
+    if not (args.no_save_pred and args.no_save_vis):
+        from sapiens_mm.engine.fileio import ensure_writable_dir
+        ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
     inferencer = SapiensInferencer(
         models=models_from_args(args),
         tasks=args.tasks,
@@ -206,4 +216,19 @@ def main(argv: Optional[Sequence[str]] = None,
         f'Sapiens {", ".join(inferencer.tasks)}: {len(summary)} image(s) / '
         f'frame(s) processed, {len(inferencer.skipped)} skipped; outputs in '
         f'{args.out_dir}', logger='current')
+    if not summary:
+        reasons = '; '.join(f'{name}: {why}'
+                            for name, why in inferencer.skipped[:3])
+        raise RuntimeError(
+            f'No input could be processed ({len(inferencer.skipped)} '
+            f'skipped{": " + reasons if reasons else ""}'
+            f'{"; ..." if len(inferencer.skipped) > 3 else ""}).')
     return summary
+
+
+def cli(argv: Optional[Sequence[str]] = None,
+        prog: Optional[str] = None) -> List[dict]:
+    """:func:`main` for a command line: a user error ends with one line and
+    exit code 1 (the traceback with ``--debug``)."""
+    from sapiens_mm.utils import run_cli
+    return run_cli(lambda a: main(a, prog), argv, prog)

@@ -306,10 +306,11 @@ class _ExportedTaskModel(_TaskModel):
     def resolve(checkpoint: str, config, task_hint: Optional[str]) -> tuple:
         """-> (task, cfg, checkpoint, None, None) of an exported file; the
         config defaults to the one stored in it."""
-        from sapiens_mm.deploy import read_metadata
+        from sapiens_mm.deploy import config_from_data, read_metadata
         meta = read_metadata(checkpoint)
         if config is None:
-            cfg = Config.fromstring(meta['config'], '.py')
+            # data only: a stored config is never executed
+            cfg = config_from_data(meta.get('config'), checkpoint)
         else:
             cfg = config if isinstance(config, Config) else Config.fromfile(
                 str(config))

@@ -7,14 +7,16 @@ import json
 import os
 import os.path as osp
 import subprocess
-from typing import Any, Dict, Literal, Optional
+from typing import Any, Dict, Iterator, Literal, Optional
 
 import torch
 import torch.distributed as dist
 from mmengine.config import Config, DictAction  # noqa: F401 (re-export)
 from mmengine.logging import print_log
 
-from sapiens_mm.engine.fileio import atomic_write, find_resumable_checkpoint
+from sapiens_mm.engine.fileio import (atomic_write, ensure_writable_dir,
+                                     find_resumable_checkpoint,
+                                     remove_stale_temp_files)
 
 
 def default_work_dir(config_path: str) -> str:
@@ -118,7 +120,8 @@ def _has_hook(hooks, name: str) -> bool:
 
 def add_training_hooks(cfg: Config,
                        nonfinite_loss: Optional[str] = None) -> None:
-    """Add :class:`~sapiens_mm.engine.ReseedHook` and
+    """Add :class:`~sapiens_mm.engine.ReseedHook`,
+    :class:`~sapiens_mm.engine.BestCheckpointGuardHook` and
     :class:`~sapiens_mm.engine.NonFiniteLossHook` to ``custom_hooks``
     unless the config already has them.
 
@@ -134,6 +137,8 @@ def add_training_hooks(cfg: Config,
     hooks = list(cfg.get('custom_hooks') or [])
     if not _has_hook(hooks, 'ReseedHook'):
         hooks.append(dict(type='ReseedHook'))
+    if not _has_hook(hooks, 'BestCheckpointGuardHook'):
+        hooks.append(dict(type='BestCheckpointGuardHook'))
     if not _has_hook(hooks, 'NonFiniteLossHook'):
         hooks.append(
             dict(type='NonFiniteLossHook', action=nonfinite_loss or 'stop'))
@@ -353,7 +358,8 @@ def build_test_cfg(config: str,
                    work_dir: Optional[str] = None,
                    cfg_options: Optional[dict] = None,
                    launcher: str = 'none',
-                   dump: Optional[str] = None) -> Config:
+                   dump: Optional[str] = None,
+                   strict: bool = True) -> Config:
     """Load ``config`` for evaluating ``checkpoint`` (``tools/test.py``).
 
     Args:
@@ -364,6 +370,11 @@ def build_test_cfg(config: str,
         launcher: ``'none' | 'pytorch' | 'slurm' | 'mpi'``.
         dump: Write every prediction to this ``.pkl`` file (mmengine's
             ``DumpResults`` metric is added to ``test_evaluator``).
+        strict: Refuse a checkpoint that does not fit the model (missing,
+            unexpected or wrong-shape keys): a
+            :class:`~sapiens_mm.engine.StrictLoadHook` is added to
+            ``custom_hooks``. False only warns. NaN / inf weights are
+            refused either way. Defaults to True.
     """
     cfg = Config.fromfile(config)
     if cfg_options:
@@ -375,6 +386,11 @@ def build_test_cfg(config: str,
         cfg.work_dir = default_work_dir(config)
     cfg.load_from = checkpoint
     cfg.resume = False
+    hooks = [h for h in (cfg.get('custom_hooks') or [])
+             if not _has_hook([h], 'StrictLoadHook')]
+    cfg.custom_hooks = hooks + [
+        dict(type='StrictLoadHook', strict=bool(strict), source=checkpoint)
+    ]
     if dump is not None:
         if not dump.endswith(('.pkl', '.pickle')):
             raise ValueError(f'--dump must name a .pkl file, got {dump!r}.')
@@ -394,3 +410,61 @@ def build_test_cfg(config: str,
         cfg.test_evaluator = evaluator
     adapt_cpu_distributed(cfg)
     return cfg
+
+
+def prepare_work_dir(cfg: Config) -> str:
+    """Before a run: check that ``cfg.work_dir`` can be written (a clear
+    error now instead of a raw ``OSError`` from the Runner) and remove the
+    temporary files an interrupted checkpoint save left in it
+    (:func:`~sapiens_mm.engine.remove_stale_temp_files`).
+
+    Returns:
+        The work dir.
+
+    Raises:
+        OSError: It cannot be created or written to.
+    """
+    ensure_writable_dir(cfg.work_dir, 'work dir (--work-dir)')
+    remove_stale_temp_files(cfg.work_dir)
+    return cfg.work_dir
+
+
+def _json_files(node: Any, data_root: Optional[str] = None) -> Iterator[str]:
+    """Paths of the ``.json`` files a config names (``ann_file`` and the
+    like, joined with the enclosing ``data_root``)."""
+    if isinstance(node, dict):
+        root = node.get('data_root', data_root)
+        root = root if isinstance(root, str) else data_root
+        for value in node.values():
+            if isinstance(value, str) and value.endswith('.json'):
+                yield value if osp.isabs(value) or not root else osp.join(
+                    root, value)
+            else:
+                yield from _json_files(value, root)
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            yield from _json_files(value, data_root)
+
+
+def explain_json_error(cfg: Config, error: json.JSONDecodeError) -> str:
+    """A message for a bare ``JSONDecodeError`` raised while a Runner read
+    the config's files: which file is not valid JSON.
+
+    Returns:
+        ``'Annotation file PATH is not valid JSON (...)'`` for the first
+        broken file the config names, or a message with the decoder's error
+        when none is found.
+    """
+    for path in dict.fromkeys(_json_files(cfg.to_dict())):
+        if not osp.isfile(path):
+            continue
+        try:
+            with open(path, encoding='utf-8') as f:
+                json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            return (f'Annotation file {path} is not valid JSON ({e}); fix '
+                    'or regenerate it.')
+        except OSError:
+            continue
+    return (f'A JSON file read for this run is not valid JSON ({error}); '
+            'check the annotation files of the config.')

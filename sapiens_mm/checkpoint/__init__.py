@@ -1,13 +1,27 @@
-from .loading import (CheckpointTypeError, add_trusted_types, get_state_dict,
+from .loading import (CheckpointTypeError, TrustedTypeError,
+                      add_trusted_types, check_finite, get_state_dict,
                       load_backbone_checkpoint, load_checkpoint, load_file,
-                      load_state_dict, register_mmengine_loader, trusted_types)
+                      load_state_dict, non_finite_tensors,
+                      register_mmengine_loader, trusted_types)
 
 __all__ = [
-    'CheckpointTypeError', 'add_trusted_types', 'trusted_types', 'load_file',
-    'get_state_dict', 'load_state_dict', 'load_checkpoint',
+    'CheckpointTypeError', 'TrustedTypeError', 'add_trusted_types',
+    'trusted_types', 'load_file', 'get_state_dict', 'load_state_dict',
+    'check_finite', 'non_finite_tensors', 'load_checkpoint',
     'load_backbone_checkpoint', 'register_mmengine_loader'
 ]
 from .convert import (convert_pretrain_to_clean,  # noqa: E402
                       extract_backbone_state_dict)
 
 __all__ += ['convert_pretrain_to_clean', 'extract_backbone_state_dict']
+from .safetensors_io import (is_safetensors_file,  # noqa: E402
+                             load_safetensors, save_safetensors)
+from .sapiens2_layout import (add_official_layout_hook,  # noqa: E402
+                              from_official_layout, save_official_checkpoint,
+                              to_official_layout)
+
+__all__ += [
+    'is_safetensors_file', 'load_safetensors', 'save_safetensors',
+    'from_official_layout', 'to_official_layout', 'save_official_checkpoint',
+    'add_official_layout_hook'
+]

@@ -10,6 +10,10 @@ executed. A user who trusts a file that needs another type can allow it with
 :func:`add_trusted_types` or the ``SAPIENS_MM_TRUSTED_TYPES`` environment
 variable (comma-separated ``module.Name`` entries).
 
+``.safetensors`` files (the Sapiens2 release format; tensors only, no
+pickle) are read with the ``safetensors`` package, recognised by suffix or
+layout.
+
 Importing :mod:`sapiens_mm` registers :func:`load_local` as mmengine's loader
 for local paths, so ``Runner`` resume / ``load_from`` and ``Pretrained``
 init go through the same safe path.
@@ -28,9 +32,13 @@ import torch.nn as nn
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
+from .safetensors_io import is_safetensors_file, load_safetensors
+from .sapiens2_layout import from_official_layout
+
 __all__ = [
-    'CheckpointTypeError', 'add_trusted_types', 'trusted_types', 'load_file',
-    'get_state_dict', 'load_state_dict', 'load_checkpoint',
+    'CheckpointTypeError', 'TrustedTypeError', 'add_trusted_types',
+    'trusted_types', 'load_file', 'get_state_dict', 'load_state_dict',
+    'check_finite', 'non_finite_tensors', 'load_checkpoint',
     'load_backbone_checkpoint', 'register_mmengine_loader'
 ]
 
@@ -41,12 +49,40 @@ class CheckpointTypeError(pickle.UnpicklingError):
     """A checkpoint needs a Python type outside the allowlist."""
 
 
-def _numpy_types() -> List[Any]:
+def _multiarray():
     try:  # numpy >= 2
-        multiarray = importlib.import_module('numpy._core.multiarray')
+        return importlib.import_module('numpy._core.multiarray')
     except ImportError:
-        multiarray = importlib.import_module('numpy.core.multiarray')
-    found = [np.ndarray, np.dtype, multiarray._reconstruct, multiarray.scalar]
+        return importlib.import_module('numpy.core.multiarray')
+
+
+def _numpy_scalar(dtype: Any, *args: Any) -> Any:
+    """Stand-in for ``numpy.core.multiarray.scalar`` while unpickling.
+
+    ``scalar(dtype, raw_bytes)`` copies the bytes into a new scalar. With a
+    dtype that holds Python objects (``'O'``, or a void dtype with an object
+    field, which a file can build from the allowlisted ``numpy.dtype``) the
+    bytes become object *pointers*: reading or freeing the scalar then
+    crashes the process or worse. Real numpy scalars never have such a
+    dtype (object "scalars" pickle as the object itself), so they are
+    refused.
+    """
+    if not isinstance(dtype, np.dtype) or dtype.hasobject:
+        raise CheckpointTypeError(
+            f'Refused numpy scalar of dtype {dtype!r} while unpickling: a '
+            'scalar whose dtype holds Python objects would be built from raw '
+            'bytes (object pointers). Real checkpoints never contain one; '
+            'the file is corrupt or malicious.')
+    return _multiarray().scalar(dtype, *args)
+
+
+def _numpy_types() -> List[Any]:
+    multiarray = _multiarray()
+    found = [np.ndarray, np.dtype, multiarray._reconstruct]
+    # numpy pickles scalars as ``<module>.scalar`` with the module it was
+    # imported from; both spellings resolve to the guarded stand-in.
+    found += [(_numpy_scalar, f'{m}.scalar')
+              for m in ('numpy.core.multiarray', 'numpy._core.multiarray')]
     dtypes = getattr(np, 'dtypes', None)  # numpy >= 1.25: dtype classes
     if dtypes is not None:
         found += [
@@ -85,64 +121,189 @@ def _default_types() -> List[Any]:
 
 _EXTRA_TYPES: List[Any] = []
 
+#: Modules whose objects can run code, touch files or processes, or reach
+#: any other object: never allowed in a checkpoint, even when asked.
+_DENIED_MODULES = frozenset({
+    'os', 'posix', 'nt', 'posixpath', 'ntpath', 'subprocess', 'sys',
+    'shutil', 'importlib', 'runpy', 'pickle', '_pickle', 'marshal', 'ctypes',
+    'code', 'codeop', 'pty', 'socket', 'multiprocessing', 'webbrowser',
+    'operator', 'functools', 'types', 'inspect', 'pdb', 'bdb', 'signal',
+    'threading', '_thread', 'asyncio', 'platform', 'timeit', 'pydoc',
+    'pkgutil', 'zipimport', 'io', '_io', 'tempfile', 'glob',
+    'shelve', 'dill', 'cloudpickle', 'joblib'
+})
+#: ``builtins`` classes that build code or reach arbitrary attributes.
+_DENIED_BUILTINS = frozenset({
+    'eval', 'exec', 'compile', 'getattr', 'setattr', 'delattr', '__import__',
+    'open', 'globals', 'locals', 'vars', 'input', 'breakpoint', 'help',
+    'type', 'object', 'super', 'property', 'classmethod', 'staticmethod',
+    'memoryview', 'exit', 'quit', 'print'
+})
+
+
+class TrustedTypeError(ValueError):
+    """A requested trusted type is refused (it can run code) or cannot be
+    found."""
+
+
+def _denied_reason(name: str) -> Optional[str]:
+    """Why the global ``module.Name`` may never be allowed, or None.
+
+    Decided from the name alone: nothing is imported.
+    """
+    module, _, attr = name.rpartition('.')
+    root = module.split('.')[0]
+    if root in _DENIED_MODULES or module == 'torch.hub' or \
+            module.startswith('torch.serialization'):
+        return (f'`{name}` comes from `{module}`, whose objects can run '
+                'code or touch files and processes')
+    if root in ('builtins', '__builtin__') and \
+            attr.split('.')[0] in _DENIED_BUILTINS:
+        return f'`{name}` can run code or reach any attribute'
+    if any(part.startswith('__') for part in name.split('.')):
+        return f'`{name}` names a dunder attribute'
+    return None
+
 
 def _resolve(name: str) -> Any:
+    """The class named ``module.Name`` (imported), if it may be trusted.
+
+    Raises:
+        TrustedTypeError: Not ``module.Name``, denied (see
+            :func:`_denied_reason`), not found, or not a class.
+    """
+    name = str(name).strip()
     module, _, attr = name.rpartition('.')
-    if not module:
-        raise ValueError(f'Trusted type {name!r} must be "module.Name".')
-    obj = importlib.import_module(module)
-    for part in attr.split('.'):
-        obj = getattr(obj, part)
+    if not module or not attr:
+        raise TrustedTypeError(
+            f'Trusted type {name!r} must be written "module.Name".')
+    reason = _denied_reason(name)
+    if reason is not None:
+        raise TrustedTypeError(f'Refused to trust {reason}; it is never '
+                               'allowed in a checkpoint.')
+    try:
+        obj = importlib.import_module(module)
+        for part in attr.split('.'):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise TrustedTypeError(f'Trusted type {name!r} not found ({e}).'
+                               ) from None
+    _check_trustable(obj, name)
     return obj
 
 
+def _check_trustable(obj: Any, name: str) -> None:
+    """Only classes may be trusted (instances get their state set, nothing
+    else runs); functions and other callables are refused."""
+    if not isinstance(obj, type):
+        raise TrustedTypeError(
+            f'Refused to trust `{name}`: only classes can be trusted, and it '
+            f'is a {type(obj).__name__} (calling arbitrary functions while '
+            'unpickling can run code).')
+    module = getattr(obj, '__module__', '') or ''
+    reason = _denied_reason(f'{module}.{obj.__qualname__}')
+    if reason is not None:
+        raise TrustedTypeError(f'Refused to trust {reason}.')
+
+
 def add_trusted_types(types: Iterable[Union[str, Any]]) -> None:
-    """Allow more Python types in checkpoints, for files you trust.
+    """Allow more Python classes in checkpoints, for files you trust.
+
+    Only plain data classes can be allowed: functions, and anything from
+    ``os``, ``subprocess``, ``sys``, ``builtins.eval`` / ``exec`` /
+    ``getattr`` / ``__import__`` and the like (see ``_DENIED_MODULES``,
+    ``_DENIED_BUILTINS``) are refused even when asked.
 
     Args:
-        types: Objects or ``'module.Name'`` strings, as named by the error
+        types: Classes or ``'module.Name'`` strings, as named by the error
             message of a refused file.
+
+    Raises:
+        TrustedTypeError: An entry is refused or not found.
     """
     for t in types:
-        obj = _resolve(t) if isinstance(t, str) else t
+        if isinstance(t, str):
+            obj = _resolve(t)
+        else:
+            _check_trustable(
+                t, f'{getattr(t, "__module__", "?")}.'
+                f'{getattr(t, "__qualname__", repr(t))}')
+            obj = t
         if obj not in _EXTRA_TYPES:
             _EXTRA_TYPES.append(obj)
 
 
+def _env_types() -> List[Any]:
+    """The classes named in ``SAPIENS_MM_TRUSTED_TYPES``."""
+    found = []
+    for entry in os.environ.get(TRUSTED_TYPES_ENV, '').split(','):
+        if not entry.strip():
+            continue
+        try:
+            found.append(_resolve(entry))
+        except TrustedTypeError as e:
+            raise TrustedTypeError(
+                f'Environment variable {TRUSTED_TYPES_ENV} has a bad entry '
+                f'{entry.strip()!r}: {e} Fix or unset {TRUSTED_TYPES_ENV} '
+                '(comma-separated module.ClassName entries).') from None
+    return found
+
+
 def trusted_types() -> List[Any]:
     """The allowlist in force: defaults, :func:`add_trusted_types` entries
-    and the ``SAPIENS_MM_TRUSTED_TYPES`` environment variable."""
-    env = [
-        _resolve(s.strip())
-        for s in os.environ.get(TRUSTED_TYPES_ENV, '').split(',') if s.strip()
-    ]
-    return _default_types() + _EXTRA_TYPES + env
+    and the ``SAPIENS_MM_TRUSTED_TYPES`` environment variable.
+
+    Raises:
+        TrustedTypeError: A bad ``SAPIENS_MM_TRUSTED_TYPES`` entry (the
+            message names the variable).
+    """
+    return _default_types() + _EXTRA_TYPES + _env_types()
 
 
 _GLOBAL_RE = re.compile(r'GLOBAL ([\w\.]+)')
-_REFUSED_RE = re.compile(r'Refused getattr\(.*')
+_REFUSED_RE = re.compile(r'Refused (?:getattr\(|numpy scalar ).*')
+_WO_ERROR_RE = re.compile(r'WeightsUnpickler error: (.*)')
+
+
+def _not_a_checkpoint(path: str, detail: str) -> pickle.UnpicklingError:
+    return pickle.UnpicklingError(
+        f'Cannot read checkpoint {path}: it is not a valid PyTorch '
+        f'checkpoint ({detail}). The file is empty, truncated or not written '
+        'by torch.save; download or copy it again.')
 
 
 def load_file(path: str, map_location: Any = 'cpu') -> Any:
     """Read a checkpoint file safely (``weights_only=True`` + allowlist).
 
     Args:
-        path: Local file path.
+        path: Local file path: a ``torch.save`` file, or a ``.safetensors``
+            file (read without pickle).
         map_location: As for ``torch.load``. Defaults to ``'cpu'``.
 
     Returns:
-        The unpickled object (usually a dict).
+        The unpickled object (usually a dict); for safetensors the flat
+        name -> tensor dict.
 
     Raises:
         FileNotFoundError: The path is not a file.
         CheckpointTypeError: The file needs a type outside the allowlist;
-            the message names it and says how to allow it.
+            the message names it and, when it is a type that may be allowed
+            at all, says how.
+        pickle.UnpicklingError: The file is empty, truncated or not a
+            checkpoint.
+        TrustedTypeError: A bad ``SAPIENS_MM_TRUSTED_TYPES`` entry.
+        ValueError: A safetensors file that cannot be read.
     """
     path = osp.expanduser(str(path))
     if not osp.isfile(path):
         raise FileNotFoundError(f'Checkpoint file not found: {path}')
+    if is_safetensors_file(path):
+        return load_safetensors(path, map_location)
+    if osp.getsize(path) == 0:
+        raise _not_a_checkpoint(path, 'the file is empty')
+    allowed = trusted_types()
     try:
-        with torch.serialization.safe_globals(trusted_types()):
+        with torch.serialization.safe_globals(allowed):
             return torch.load(path, map_location=map_location,
                               weights_only=True)
     except pickle.UnpicklingError as e:
@@ -153,17 +314,32 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
             ) from None
         found = _GLOBAL_RE.search(str(e))
         if found is None:
-            raise pickle.UnpicklingError(
-                f'Cannot read checkpoint {path}: {e}') from None
+            detail = _WO_ERROR_RE.search(str(e))
+            raise _not_a_checkpoint(
+                path, detail.group(1).strip() if detail else
+                str(e).splitlines()[0]) from None
         name = found.group(1)
+        msg = (f'Refused to load checkpoint {path}: it needs the Python '
+               f'object `{name}`, which is not in sapiens_mm\'s checkpoint '
+               'allowlist (unpickling unknown objects can run arbitrary '
+               'code).')
+        reason = _denied_reason(name)
+        if reason is not None:
+            raise CheckpointTypeError(
+                f'{msg} {reason[0].upper()}{reason[1:]}: no real checkpoint '
+                'needs it and it cannot be allowed. Do not use this file; it '
+                'is probably malicious.') from None
         raise CheckpointTypeError(
-            f'Refused to load checkpoint {path}: it needs the Python object '
-            f'`{name}`, which is not in sapiens_mm\'s checkpoint allowlist '
-            '(unpickling unknown objects can run arbitrary code). If you '
-            'trust this file, allow it with '
+            f'{msg} If you trust this file and `{name}` is a plain data '
+            'class, allow it with '
             f'`sapiens_mm.checkpoint.add_trusted_types(["{name}"])` or '
             f'`export {TRUSTED_TYPES_ENV}={name}`, then load again.'
         ) from None
+    except (EOFError, RuntimeError, ValueError) as e:
+        # torch's zip reader: "PytorchStreamReader failed ...", EOF of a
+        # truncated legacy file, ...
+        first = str(e).splitlines()[0] if str(e) else 'no details'
+        raise _not_a_checkpoint(path, f'{type(e).__name__}: {first}') from None
 
 
 def get_state_dict(checkpoint: Any) -> 'OrderedDict[str, torch.Tensor]':
@@ -190,16 +366,57 @@ def get_state_dict(checkpoint: Any) -> 'OrderedDict[str, torch.Tensor]':
     return state
 
 
+def non_finite_tensors(state_dict: Dict[str, torch.Tensor]) -> List[str]:
+    """Names of the floating-point tensors with a NaN or infinite value."""
+    return [
+        k for k, v in state_dict.items()
+        if isinstance(v, torch.Tensor) and (v.is_floating_point()
+                                            or v.is_complex())
+        and not bool(torch.isfinite(v).all())
+    ]
+
+
+def check_finite(state_dict: Dict[str, torch.Tensor],
+                 source: str = 'state dict') -> None:
+    """Refuse weights with NaN / inf values (a corrupt or diverged file:
+    the model would output NaN everywhere).
+
+    Raises:
+        ValueError: Naming the tensors (at most 10) and how many there are.
+    """
+    bad = non_finite_tensors(state_dict)
+    if bad:
+        counts = ', '.join(
+            f'{k} ({int((~torch.isfinite(state_dict[k])).sum())} of '
+            f'{state_dict[k].numel()})' for k in bad[:10])
+        raise ValueError(
+            f'{source} has NaN / infinite values in {len(bad)} tensor(s): '
+            f'{counts}{", ..." if len(bad) > 10 else ""}. The file is '
+            'corrupt (or was saved from a diverged run); use another '
+            'checkpoint.')
+
+
+def _key_list(keys: List[str], limit: int = 20) -> str:
+    more = f', ... ({len(keys)} in all)' if len(keys) > limit else ''
+    return ', '.join(keys[:limit]) + more
+
+
 def load_state_dict(module: nn.Module,
                     state_dict: Dict[str, torch.Tensor],
                     strict: bool = True,
                     source: str = 'state dict') -> None:
     """``module.load_state_dict`` with an error that lists every problem.
 
+    Non-finite weights are always refused (:func:`check_finite`), with
+    ``strict`` or not.
+
     Raises:
-        RuntimeError: With ``strict``, if any key is missing, unexpected or
-            of the wrong shape.
+        RuntimeError: If any key has the wrong shape (nothing is loaded),
+            or, with ``strict``, if any key is missing or unexpected. The
+            message lists the missing, unexpected and wrong-shape keys.
+        ValueError: A tensor has NaN / inf values (nothing is loaded).
     """
+    check_finite(state_dict, source)
     own = module.state_dict()
     mismatched = [
         f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}'
@@ -208,19 +425,24 @@ def load_state_dict(module: nn.Module,
         and v.shape != own[k].shape
     ]
     if mismatched:
-        raise RuntimeError(f'Shape mismatch loading {source} into '
-                           f'{type(module).__name__}: ' + '; '.join(mismatched))
-    result = module.load_state_dict(state_dict, strict=False)
-    missing, unexpected = result.missing_keys, result.unexpected_keys
-    if missing or unexpected:
-        msg = (f'Loading {source} into {type(module).__name__}: '
-               f'missing keys {missing[:20]}{"..." if len(missing) > 20 else ""}'
-               f' ({len(missing)}), unexpected keys {unexpected[:20]}'
-               f'{"..." if len(unexpected) > 20 else ""} ({len(unexpected)}).')
-        if strict:
-            raise RuntimeError(msg + ' Check that the checkpoint matches the '
-                               'model arch / task, or pass strict=False.')
-        print_log(msg, logger='current', level=30)
+        # As seen before the module's load hooks (which may add or rename
+        # keys, e.g. a missing RoPE ``periods`` buffer).
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+    else:
+        result = module.load_state_dict(state_dict, strict=False)
+        missing, unexpected = result.missing_keys, result.unexpected_keys
+        if not (missing or unexpected):
+            return
+    msg = (f'{source} does not fit {type(module).__name__}: '
+           f'{len(missing)} missing keys [{_key_list(missing)}], '
+           f'{len(unexpected)} unexpected keys [{_key_list(unexpected)}], '
+           f'{len(mismatched)} wrong-shape keys [{_key_list(mismatched)}].')
+    if mismatched or strict:
+        raise RuntimeError(
+            msg + ' Check that the checkpoint matches the model arch / task'
+            + ('.' if mismatched else ', or pass strict=False.'))
+    print_log(msg, logger='current', level=30)
 
 
 def load_checkpoint(model: nn.Module,
@@ -232,8 +454,9 @@ def load_checkpoint(model: nn.Module,
 
     Args:
         model: e.g. a ``TopdownPoseEstimator`` or ``EncoderDecoder``.
-        path: Runner checkpoint, official full checkpoint or plain state
-            dict.
+        path: Runner checkpoint, official full checkpoint, plain state
+            dict, or official Sapiens2 ``.safetensors`` (``decode_head.*``
+            keys go to ``head.*`` for mmpose estimators).
         map_location: As for ``torch.load``.
         strict: Raise on missing / unexpected keys. Defaults to True.
         revise_keys: ``[(regex, replacement), ...]`` applied to every key.
@@ -242,7 +465,7 @@ def load_checkpoint(model: nn.Module,
         The loaded checkpoint object (with ``meta`` when the file has one).
     """
     checkpoint = load_file(path, map_location)
-    state = get_state_dict(checkpoint)
+    state = from_official_layout(get_state_dict(checkpoint), model)
     for pattern, repl in revise_keys or []:
         state = OrderedDict(
             (re.sub(pattern, repl, k), v) for k, v in state.items())
@@ -258,9 +481,10 @@ def load_backbone_checkpoint(backbone: nn.Module,
 
     Args:
         backbone: The backbone module.
-        path: An official ``*_clean.pth`` (flat backbone state dict), an MAE
-            or task checkpoint (keys under ``backbone.``) or a Runner
-            checkpoint.
+        path: An official ``*_clean.pth`` or Sapiens2 pretrain
+            ``.safetensors`` (flat backbone state dict), an MAE or task
+            checkpoint (``.pth`` or ``.safetensors``, keys under
+            ``backbone.``) or a Runner checkpoint.
         prefix: Key prefix of the backbone inside the file. ``None`` picks
             ``'backbone.'`` when keys carry it, else no prefix.
         strict: Raise on missing / unexpected keys.

@@ -5,7 +5,7 @@ from typing import Dict, Optional, Sequence
 
 from .export import DEFAULT_OPSET, MIN_OPSET
 
-__all__ = ['build_parser', 'main']
+__all__ = ['build_parser', 'main', 'cli']
 
 
 def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
@@ -63,6 +63,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    default=1024,
                    help='largest batch the exported graph accepts '
                    '(default: %(default)s)')
+    from sapiens_mm.utils import add_debug_argument
+    add_debug_argument(p)
     return p
 
 
@@ -80,7 +82,10 @@ def main(argv: Optional[Sequence[str]] = None,
                      f'{MIN_OPSET} or newer.')
     from mmengine.logging import print_log
 
+    from sapiens_mm.engine.fileio import ensure_writable_dir
+
     from .export import export_model
+    ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
     formats = ('onnx', 'pt2') if args.format == 'both' else (args.format, )
     files = export_model(
         args.config,
@@ -94,3 +99,11 @@ def main(argv: Optional[Sequence[str]] = None,
     for kind, path in files.items():
         print_log(f'{kind}: {path}', logger='current')
     return files
+
+
+def cli(argv: Optional[Sequence[str]] = None,
+        prog: Optional[str] = None) -> Dict[str, str]:
+    """:func:`main` for a command line: a user error ends with one line and
+    exit code 1 (the traceback with ``--debug``)."""
+    from sapiens_mm.utils import run_cli
+    return run_cli(lambda a: main(a, prog), argv, prog)

@@ -37,6 +37,8 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 from mmengine.registry import DefaultScope
 
+from .safe_load import UnsafeModelError, config_to_data
+
 __all__ = [
     'SapiensExportModule', 'build_task_model', 'set_input_size',
     'export_metadata', 'export_model', 'read_metadata', 'MIN_OPSET',
@@ -53,7 +55,9 @@ OUTPUT_NAMES = dict(pose='heatmaps',
                     depth='depth',
                     normal='normal')
 INPUT_NAME = 'images'
-METADATA_VERSION = 1
+#: 2: the config is stored as data (:func:`~sapiens_mm.deploy.safe_load.
+#: config_to_data`); 1 stored Python text, which is no longer executed.
+METADATA_VERSION = 2
 _PT2_EXTRA = 'sapiens_mm.json'
 _SCOPES = dict(pose='mmpose', seg='mmseg', depth='mmseg', normal='mmseg')
 _OUTPUT_MEANING = dict(
@@ -384,7 +388,7 @@ def export_metadata(task: str, cfg: Config, model: nn.Module,
                 vocab=vocab,
                 class_names=list(classes['classes']),
                 palette=[list(map(int, c)) for c in classes['palette']])
-    meta['config'] = cfg.pretty_text
+    meta['config'] = config_to_data(cfg)
     return meta
 
 
@@ -507,18 +511,29 @@ def _export_onnx(program, path: str, opset: int, meta: dict) -> str:
 
 
 def read_metadata(path: str) -> dict:
-    """The export metadata of an ``.onnx`` or ``.pt2`` file.
+    """The export metadata of an ``.onnx`` or ``.pt2`` file, read as data.
+
+    Nothing in the file is executed: the ONNX protobuf and the archive's
+    JSON entry are parsed, and the stored config stays data (rebuild it with
+    :func:`~sapiens_mm.deploy.safe_load.config_from_data`).
 
     Raises:
         FileNotFoundError: No such file.
-        ValueError: Not an exported Sapiens model (no metadata).
+        ValueError: Not an exported Sapiens model (unreadable file, no
+            metadata, or metadata values of the wrong kind).
     """
     path = str(path)
     if not osp.isfile(path):
         raise FileNotFoundError(f'Exported model not found: {path}')
     if path.endswith('.onnx'):
         import onnx
-        model = onnx.load(path, load_external_data=False)
+        try:
+            model = onnx.load(path, load_external_data=False)
+        except Exception as e:  # protobuf DecodeError and friends
+            raise ValueError(
+                f'{path} is not a readable ONNX model ({type(e).__name__}: '
+                f'{str(e).splitlines()[0] if str(e) else "no details"}); '
+                'export it with tools/deploy/export.py.') from None
         raw = {p.key: p.value for p in model.metadata_props}
         try:
             meta = {k: json.loads(v) for k, v in raw.items()}
@@ -534,13 +549,33 @@ def read_metadata(path: str) -> dict:
                 ]
                 if names:
                     meta = json.loads(archive.read(names[0]))
-        except zipfile.BadZipFile:
+        except (zipfile.BadZipFile, json.JSONDecodeError, OSError):
             raise ValueError(
-                f'{path} is not a torch.export archive.') from None
+                f'{path} is not a torch.export archive written by '
+                'tools/deploy/export.py.') from None
     else:
         raise ValueError(f'{path}: expected an exported .onnx or .pt2 file.')
-    if meta.get('format') != 'sapiens_mm.export':
+    if not isinstance(meta, dict) or \
+            meta.get('format') != 'sapiens_mm.export':
         raise ValueError(
             f'{path} has no sapiens_mm export metadata: export it with '
             'tools/deploy/export.py.')
+    _check_metadata(meta, path)
     return meta
+
+
+def _check_metadata(meta: dict, path: str) -> None:
+    """The fields the runtime uses have the kind of value they should."""
+    size = meta.get('input_size')
+    problems = []
+    if meta.get('task') not in OUTPUT_NAMES:
+        problems.append(f'task={meta.get("task")!r}')
+    if not (isinstance(size, list) and len(size) == 2 and all(
+            isinstance(v, int) and v > 0 for v in size)):
+        problems.append(f'input_size={size!r}')
+    if not isinstance(meta.get('input_name', INPUT_NAME), str):
+        problems.append(f'input_name={meta.get("input_name")!r}')
+    if problems:
+        raise UnsafeModelError(
+            f'{path}: invalid export metadata ({", ".join(problems)}); '
+            're-export the model with tools/deploy/export.py.')

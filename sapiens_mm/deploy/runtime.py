@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from mmengine.structures import InstanceData, PixelData
 
 from .export import read_metadata
+from .safe_load import check_pt2_archive
 
 __all__ = [
     'ExportedModel', 'EXPORTED_SUFFIXES', 'is_exported_model',
@@ -36,6 +37,9 @@ class ExportedModel:
     Raises:
         FileNotFoundError: No such file.
         ValueError: Not an exported Sapiens model.
+        UnsafeModelError: A ``.pt2`` archive holds pickled entries (see
+            :func:`~sapiens_mm.deploy.safe_load.check_pt2_archive`); it is
+            refused before torch reads it.
     """
 
     def __init__(self, path: str, device: str = 'cpu') -> None:
@@ -59,6 +63,7 @@ class ExportedModel:
             self.module = None
         else:
             self.session = None
+            check_pt2_archive(self.path)
             self.module = torch.export.load(self.path).module().to(self.device)
 
     def __call__(self, images: np.ndarray) -> np.ndarray:

@@ -5,7 +5,7 @@
 
 See ``python tools/deploy/export.py --help`` and the README, "Deployment".
 """
-from sapiens_mm.deploy.cli import main
+from sapiens_mm.deploy.cli import cli
 
 if __name__ == '__main__':
-    main(prog='tools/deploy/export.py')
+    cli(prog='tools/deploy/export.py')

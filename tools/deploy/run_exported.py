@@ -29,20 +29,76 @@ Post-processing (what eager mmpose / mmseg do):
     the image -> (K, 2) keypoints in pixels and (K,) scores.
 
 Outputs in ``--out-dir``: ``<stem>.<task>.npy`` (seg, depth, normal) or
-``<stem>.pose.json`` (keypoints, scores, names).
+``<stem>.pose.json`` (keypoints, scores, names); two inputs with the same
+stem get ``<stem>_1``, ``<stem>_2``... and ``outputs.json`` maps every input
+to its output. Files are written atomically (temporary file + rename).
+
+Nothing in the model file is executed: the metadata is read as JSON, and a
+``.pt2`` archive whose weights torch would unpickle (``use_pickle``,
+legacy ``.pt`` payloads, custom objects) is refused before torch opens it.
+Errors end with one line (``--debug`` shows the traceback).
 """
 import argparse
+import io
 import json
 import os
 import os.path as osp
+import re
+import sys
 import zipfile
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
 
 
 # ------------------------------------------------------------------ model
+# Standalone copy of the check in sapiens_mm.deploy.safe_load (this script
+# must run without sapiens_mm): only plain-data entries are accepted.
+_PT2_DATA = re.compile(
+    r'^(archive_format|archive_version|byteorder|\.data/version|'
+    r'\.data/serialization_id|models/[^/]+\.json|extra/[^/]+|'
+    r'data/weights/weight_\d+|data/constants/tensor_\d+|'
+    r'data/weights/[^/]+_weights_config\.json|'
+    r'data/constants/[^/]+_constants_config\.json|'
+    r'data/sample_inputs/[^/]+\.pt)$')
+
+
+def check_pt2(path: str) -> None:
+    """Refuse a ``.pt2`` archive that ``torch.export.load`` would unpickle
+    code from (see ``sapiens_mm.deploy.safe_load.check_pt2_archive``)."""
+    import torch
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise ValueError(f'{path} is not a .pt2 archive ({e}).') from None
+    with archive:
+        for name in archive.namelist():
+            rel = name.split('/', 1)[-1]
+            if not rel or rel.endswith('/'):
+                continue
+            if not _PT2_DATA.match(rel):
+                raise ValueError(f'Refused {path}: entry {rel!r} is not '
+                                 'plain data (pickled weights or code).')
+            raw = archive.read(name)
+            if rel.endswith('_config.json'):
+                entries = json.loads(raw).get('config') or {}
+                bad = [k for k, v in entries.items()
+                       if not isinstance(v, dict) or v.get('use_pickle')]
+                if bad:
+                    raise ValueError(
+                        f'Refused {path}: {bad[0]!r} is stored as a pickle '
+                        '(use_pickle), which torch would unpickle with '
+                        'weights_only=False (it can run code).')
+            elif rel.endswith('.pt'):
+                try:
+                    torch.load(io.BytesIO(raw), weights_only=True)
+                except Exception:
+                    raise ValueError(
+                        f'Refused {path}: its sample inputs are not plain '
+                        'tensors.') from None
+
+
 def load_model(path: str) -> Tuple[Callable[[np.ndarray], np.ndarray], dict]:
     """``(run, metadata)``: ``run`` maps a float32 (N, 3, H, W) batch to the
     raw float32 output."""
@@ -50,16 +106,24 @@ def load_model(path: str) -> Tuple[Callable[[np.ndarray], np.ndarray], dict]:
         raise FileNotFoundError(f'Model not found: {path}')
     if path.endswith('.onnx'):
         import onnxruntime as ort
-        session = ort.InferenceSession(path,
-                                       providers=['CPUExecutionProvider'])
+        try:
+            session = ort.InferenceSession(
+                path, providers=['CPUExecutionProvider'])
+        except Exception as e:
+            raise ValueError(f'{path} is not a readable ONNX model '
+                             f'({str(e).splitlines()[0]}).') from None
         raw = session.get_modelmeta().custom_metadata_map
-        meta = {k: json.loads(v) for k, v in raw.items()}
+        try:
+            meta = {k: json.loads(v) for k, v in raw.items()}
+        except json.JSONDecodeError:
+            meta = {}
         name = session.get_inputs()[0].name
 
         def run(images: np.ndarray) -> np.ndarray:
             return session.run(None, {name: images})[0]
     elif path.endswith('.pt2'):
         import torch
+        check_pt2(path)
         meta = _pt2_metadata(path)
         module = torch.export.load(path).module()
 
@@ -218,6 +282,46 @@ def predict(run: Callable,
     return dict(normal=(maps / norm).astype(np.float32))
 
 
+def _atomic_save(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and a rename: a full
+    disk leaves no truncated file under the final name."""
+    tmp = osp.join(osp.dirname(path) or '.',
+                   f'.{osp.basename(path)}.tmp{os.getpid()}')
+    try:
+        with open(tmp, 'wb') as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        if osp.exists(tmp):
+            os.remove(tmp)
+        raise OSError(e.errno, f'Could not write {path}: '
+                      f'{e.strerror or e}; nothing was written under that '
+                      'name.') from None
+
+
+def unique_stems(paths: Sequence[str]) -> List[str]:
+    """One output stem per input: the file stem, with ``_1``, ``_2``...
+    added where another input already has it (``x.jpg``, ``x.png`` and
+    ``x_1.png`` become ``x``, ``x_2``, ``x_1``)."""
+    stems = [osp.splitext(osp.basename(p))[0] for p in paths]
+    taken = set()
+    out: List[Optional[str]] = [None] * len(stems)
+    for i, stem in enumerate(stems):  # first occurrences keep their name
+        if stem not in taken:
+            taken.add(stem)
+            out[i] = stem
+    for i, stem in enumerate(stems):
+        if out[i] is None:
+            n = 1
+            while f'{stem}_{n}' in taken:
+                n += 1
+            out[i] = f'{stem}_{n}'
+            taken.add(out[i])
+    return out
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     p = argparse.ArgumentParser(
         description='Run an exported Sapiens .onnx / .pt2 model on images '
@@ -234,26 +338,55 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                    metavar=('X1', 'Y1', 'X2', 'Y2'),
                    help='pose: a person box in pixels (repeat for more; '
                    'default: the whole image)')
+    p.add_argument('--debug', action='store_true',
+                   help='on an error, show the full traceback')
     args = p.parse_args(argv)
-    run, meta = load_model(args.model)
-    os.makedirs(args.out_dir, exist_ok=True)
+    try:
+        os.makedirs(args.out_dir, exist_ok=True)
+        probe = osp.join(args.out_dir, f'.write_test{os.getpid()}')
+        open(probe, 'wb').close()
+        os.remove(probe)
+    except OSError as e:
+        raise OSError(e.errno, f'Cannot write to --out-dir {args.out_dir} '
+                      f'({e.strerror or e}).') from None
     bboxes = np.asarray(args.bbox, np.float32) if args.bbox else None
-    for path in args.images:
+    if bboxes is not None:
+        bad = [b.tolist() for b in bboxes
+               if not np.isfinite(b).all() or b[2] <= b[0] or b[3] <= b[1]]
+        if bad:
+            raise ValueError(f'--bbox {bad[0]} is not a box with x2 > x1 and '
+                             'y2 > y1 (finite pixel coordinates).')
+    run, meta = load_model(args.model)
+    mapping = {}
+    for path, stem in zip(args.images, unique_stems(args.images)):
         img = cv2.imread(path, cv2.IMREAD_COLOR)
         if img is None:
-            raise SystemExit(f'Cannot read image {path}.')
+            raise ValueError(f'Cannot read image {path}.')
         pred = predict(run, meta, img, bboxes)
-        stem = osp.join(args.out_dir, osp.splitext(osp.basename(path))[0])
+        base = osp.join(args.out_dir, stem)
         if meta['task'] == 'pose':
-            with open(f'{stem}.pose.json', 'w') as f:
-                json.dump(
-                    dict(keypoint_names=meta.get('keypoint_names'),
-                         keypoints=pred['keypoints'].tolist(),
-                         keypoint_scores=pred['keypoint_scores'].tolist()), f)
+            out = f'{base}.pose.json'
+            _atomic_save(out, json.dumps(
+                dict(keypoint_names=meta.get('keypoint_names'),
+                     keypoints=pred['keypoints'].tolist(),
+                     keypoint_scores=pred['keypoint_scores'].tolist())
+            ).encode())
         else:
-            np.save(f'{stem}.{meta["task"]}.npy', next(iter(pred.values())))
-        print(f'{path}: {meta["task"]} -> {stem}.*')
+            out = f'{base}.{meta["task"]}.npy'
+            buf = io.BytesIO()
+            np.save(buf, next(iter(pred.values())))
+            _atomic_save(out, buf.getvalue())
+        mapping[path] = out
+        print(f'{path}: {meta["task"]} -> {out}')
+    _atomic_save(osp.join(args.out_dir, 'outputs.json'),
+                 json.dumps(mapping, indent=1).encode())
 
 
 if __name__ == '__main__':
-    main()
+    try:
+        main()
+    except Exception as e:  # one line unless --debug
+        if '--debug' in sys.argv:
+            raise
+        sys.exit(f'run_exported.py: error: {e} (--debug shows the '
+                 'traceback)')

@@ -1,5 +1,6 @@
 from .atomic_local_backend import (AtomicLocalBackend, atomic_write,
-                                   register_atomic_backend)
+                                   ensure_writable_dir, register_atomic_backend,
+                                   remove_stale_temp_files)
 from .resumable_checkpoint import (find_resumable_checkpoint,
                                    is_complete_checkpoint)
 
@@ -7,5 +8,6 @@ register_atomic_backend()
 
 __all__ = [
     'AtomicLocalBackend', 'atomic_write', 'register_atomic_backend',
+    'remove_stale_temp_files', 'ensure_writable_dir',
     'find_resumable_checkpoint', 'is_complete_checkpoint'
 ]

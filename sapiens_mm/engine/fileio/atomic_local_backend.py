@@ -12,15 +12,24 @@ Importing :mod:`sapiens_mm` registers it as mmengine's ``'local'`` backend
 (the one used for paths without a ``scheme://`` prefix), so the Runner's
 ``CheckpointHook`` and ``mmengine.dump`` write atomically.
 """
+import errno
 import os
 import os.path as osp
+import re
 import secrets
 from pathlib import Path
-from typing import Union
+from typing import List, Union
 
 from mmengine.fileio import LocalBackend, register_backend
+from mmengine.logging import print_log
 
-__all__ = ['AtomicLocalBackend', 'atomic_write', 'register_atomic_backend']
+__all__ = [
+    'AtomicLocalBackend', 'atomic_write', 'register_atomic_backend',
+    'remove_stale_temp_files', 'ensure_writable_dir'
+]
+
+#: ``.<name>.tmp<pid>_<8 hex>``: the temporary files of :func:`atomic_write`.
+_TMP_RE = re.compile(r'^\.(?P<name>.+)\.tmp(?P<pid>\d+)_[0-9a-f]{8}$')
 
 
 def _fsync_dir(folder: str) -> None:
@@ -53,10 +62,18 @@ def atomic_write(data: Union[bytes, str],
         data: Bytes, or text encoded with ``encoding``.
         filepath: Target path; missing parent folders are created.
         encoding: Text encoding. Defaults to ``'utf-8'``.
+
+    Raises:
+        OSError: The write failed (full disk, no permission...): the message
+            names ``filepath``, ``errno`` is kept, and no temporary file is
+            left.
     """
     filepath = osp.abspath(osp.expanduser(str(filepath)))
     folder = osp.dirname(filepath)
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise _write_error(filepath, e) from None
     if isinstance(data, str):
         data = data.encode(encoding)
     # os.open with mode 0o666 (not mkstemp's 0o600): the final file gets the
@@ -64,18 +81,38 @@ def atomic_write(data: Union[bytes, str],
     tmp_path = osp.join(
         folder, f'.{osp.basename(filepath)}.tmp{os.getpid()}_'
         f'{secrets.token_hex(4)}')
-    fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, 'wb') as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_path, filepath)
-    except BaseException:
-        if osp.exists(tmp_path):
-            os.remove(tmp_path)
-        raise
+        fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, 'wb') as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp_path, filepath)
+        except BaseException:
+            if osp.exists(tmp_path):
+                os.remove(tmp_path)
+            raise
+    except OSError as e:
+        raise _write_error(filepath, e) from None
     _fsync_dir(folder)
+
+
+def _write_error(path: str, error: OSError) -> OSError:
+    """An ``OSError`` (same errno) whose message names ``path`` and what
+    to do."""
+    hint = {
+        errno.ENOSPC: 'the disk is full; free space or write elsewhere',
+        errno.EDQUOT: 'the disk quota is exceeded; free space or write '
+        'elsewhere',
+        errno.EACCES: 'permission denied; choose a folder you can write to',
+        errno.EPERM: 'permission denied; choose a folder you can write to',
+        errno.EROFS: 'the file system is read-only; choose another folder',
+    }.get(error.errno, error.strerror or str(error))
+    err = OSError(error.errno, f'Could not write {path}: {hint}. Nothing '
+                  'was written under that name (no partial file).')
+    err.filename = path
+    return err
 
 
 class AtomicLocalBackend(LocalBackend):
@@ -101,3 +138,83 @@ def register_atomic_backend() -> None:
     """Make :class:`AtomicLocalBackend` mmengine's backend for local paths
     (name ``'local'``, prefix ``''``). Called on ``import sapiens_mm``."""
     register_backend('local', AtomicLocalBackend, force=True, prefixes='')
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temp_files(folder: str) -> List[str]:
+    """Delete the temporary files that an interrupted :func:`atomic_write`
+    left in ``folder`` (``.<name>.tmp<pid>_<hex>``, e.g. a checkpoint save
+    killed by SIGKILL), when the process that wrote them is gone.
+
+    Only files of exactly that pattern directly in ``folder`` are touched;
+    each removal is logged.
+
+    Args:
+        folder: A work dir. Missing folders are fine.
+
+    Returns:
+        The removed paths.
+    """
+    if not osp.isdir(folder):
+        return []
+    removed = []
+    for name in sorted(os.listdir(folder)):
+        m = _TMP_RE.match(name)
+        path = osp.join(folder, name)
+        if m is None or not osp.isfile(path) or _pid_alive(int(m['pid'])):
+            continue
+        try:
+            os.remove(path)
+        except OSError:
+            continue
+        removed.append(path)
+        print_log(f'Removed {path}, left by an interrupted write of '
+                  f'{m["name"]} (process {m["pid"]} is gone).',
+                  logger='current', level=30)
+    return removed
+
+
+def ensure_writable_dir(folder: str, what: str = 'output folder') -> str:
+    """Create ``folder`` if needed and check that files can be written in
+    it, before any work is done.
+
+    Args:
+        folder: The folder.
+        what: How the user named it, for the message (e.g.
+            ``'--out-dir'``).
+
+    Returns:
+        ``folder``.
+
+    Raises:
+        OSError: It cannot be created or written to; the message names it,
+            ``what`` and the reason.
+    """
+    probe = None
+    try:
+        os.makedirs(folder, exist_ok=True)
+        probe = osp.join(folder, f'.write_test{os.getpid()}_'
+                         f'{secrets.token_hex(4)}')
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+    except OSError as e:
+        err = OSError(
+            e.errno, f'Cannot write to the {what} {folder} '
+            f'({e.strerror or e}); choose a folder you can write to.')
+        err.filename = folder
+        raise err from None
+    finally:
+        if probe is not None and osp.exists(probe):
+            os.remove(probe)
+    return folder

@@ -1,7 +1,12 @@
+from .best_checkpoint_guard_hook import BestCheckpointGuardHook
 from .non_finite_loss_hook import NonFiniteLossHook
 from .reseed_hook import ReseedHook
+from .strict_load_hook import StrictLoadHook
 
-__all__ = ['NonFiniteLossHook', 'ReseedHook']
+__all__ = [
+    'BestCheckpointGuardHook', 'NonFiniteLossHook', 'ReseedHook',
+    'StrictLoadHook'
+]
 from .mae_reconstruction_hook import MAEReconstructionHook  # noqa: E402
 
 __all__ += ['MAEReconstructionHook']

@@ -1,4 +1,5 @@
-"""Stop or skip a training step whose loss is NaN / inf."""
+"""Stop or skip a training step whose loss is NaN / inf, and warn about (and
+eventually stop) steps whose loss has no valid element."""
 import math
 from typing import Dict, List, Literal, Tuple
 
@@ -52,6 +53,14 @@ class NonFiniteLossHook(Hook):
       iterations in a row the run stops as with ``'stop'``: the model has
       diverged and skipping only hides it.
 
+    A finite total loss of exactly 0 means that no target element counted:
+    every target of the batch is NaN, ignored (e.g. all ``ignore_index``) or
+    has zero weight, and the masked losses return 0 with zero gradients. The
+    model learns nothing from such a batch, so each one is logged as a
+    warning; ``max_consecutive_empty`` of them in a row stop the run
+    (``'stop'``) or, with ``'skip'``, they are skipped like non-finite
+    steps (so weight decay and momentum do not move the weights).
+
     ``tools/train.py`` adds this hook with ``action='stop'`` unless the
     config has one; ``--nonfinite-loss skip`` switches the action. In a
     config::
@@ -62,21 +71,31 @@ class NonFiniteLossHook(Hook):
         action: ``'stop'`` or ``'skip'``. Defaults to ``'stop'``.
         max_consecutive_skips: With ``'skip'``, stop after this many skipped
             iterations in a row. Defaults to 10.
+        max_consecutive_empty: With ``'stop'``, stop after this many
+            iterations in a row whose loss has no valid element. Defaults
+            to 10.
     """
 
     priority = 'VERY_HIGH'
 
     def __init__(self,
                  action: Literal['stop', 'skip'] = 'stop',
-                 max_consecutive_skips: int = 10) -> None:
+                 max_consecutive_skips: int = 10,
+                 max_consecutive_empty: int = 10) -> None:
         if action not in ('stop', 'skip'):
             raise ValueError(f"NonFiniteLossHook action must be 'stop' or "
                              f"'skip', got {action!r}.")
         if int(max_consecutive_skips) < 1:
             raise ValueError('max_consecutive_skips must be >= 1, got '
                              f'{max_consecutive_skips}.')
+        if int(max_consecutive_empty) < 1:
+            raise ValueError('max_consecutive_empty must be >= 1, got '
+                             f'{max_consecutive_empty}.')
         self.action = action
         self.max_consecutive_skips = int(max_consecutive_skips)
+        self.max_consecutive_empty = int(max_consecutive_empty)
+        self.num_empty = 0
+        self._consecutive_empty = 0
         self.num_skipped = 0
         self._consecutive = 0
         self._skip_pending = False
@@ -140,13 +159,19 @@ class NonFiniteLossHook(Hook):
             if 'loss' in k and not self._is_finite(v)
         ]
         local_bad = bool(bad_terms) or not self._is_finite(loss)
+        local_empty = not local_bad and float(loss.detach()) == 0.0
         rank, world_size = get_dist_info()
-        # 1 + highest rank that saw a non-finite loss, 0 if none did.
-        verdict = torch.tensor([rank + 1 if local_bad else 0],
+        # [1 + highest rank that saw a non-finite loss (0: none did),
+        #  1 if some rank's loss had a valid element (0: all empty)]
+        verdict = torch.tensor([rank + 1 if local_bad else 0,
+                                0 if local_empty else 1],
                                dtype=torch.int64, device=loss.device)
         if world_size > 1:
             all_reduce(verdict, op='max')
-        worst_rank = int(verdict.item()) - 1
+        worst_rank = int(verdict[0].item()) - 1
+        if worst_rank < 0 and int(verdict[1].item()) == 0:
+            return self._empty_loss(runner, loss, log_vars)
+        self._consecutive_empty = 0
         if worst_rank < 0:
             self._consecutive = 0
             return loss, log_vars
@@ -178,6 +203,38 @@ class NonFiniteLossHook(Hook):
         finite_vars = type(log_vars)(
             (k, v) for k, v in log_vars.items() if self._is_finite(v))
         return loss, finite_vars
+
+    def _empty_loss(self, runner, loss: torch.Tensor,
+                    log_vars: Dict) -> Tuple[torch.Tensor, Dict]:
+        """Every rank's loss is exactly 0: no valid target element."""
+        self._consecutive_empty += 1
+        self.num_empty += 1
+        message = (
+            f'Training loss is exactly 0 at iteration {runner.iter + 1} '
+            f'(epoch {runner.epoch + 1}): no target element of the batch '
+            'counted (all targets NaN, ignored or with zero weight), so '
+            'nothing is learned from it. Check the annotations and the '
+            f'pipeline ({self._consecutive_empty} such iteration(s) in a '
+            'row).')
+        if self.action == 'stop':
+            if self._consecutive_empty >= self.max_consecutive_empty:
+                raise FloatingPointError(
+                    message + f' Stopping: max_consecutive_empty='
+                    f'{self.max_consecutive_empty} reached; the training '
+                    'data has no usable targets.')
+            print_log(message, logger='current', level=30)
+            return loss, log_vars
+        self._consecutive += 1
+        self.num_skipped += 1
+        if self._consecutive > self.max_consecutive_skips:
+            raise FloatingPointError(
+                message + f' Stopping: {self._consecutive} skipped '
+                f'iterations in a row (max_consecutive_skips='
+                f'{self.max_consecutive_skips}).')
+        self._skip_pending = True
+        print_log(message + ' Skipped this step (no optimizer update).',
+                  logger='current', level=30)
+        return loss, log_vars
 
     @staticmethod
     def _describe(runner, loss, log_vars, local_bad: bool, worst_rank: int,

@@ -10,7 +10,27 @@ from mmengine.registry import HOOKS
 
 __all__ = ['ReseedHook']
 
-_EPOCH, _ITER = 1, 2
+_EPOCH, _ITER, _DATA = 1, 2, 3
+
+
+class _ReseedingIterator:
+    """Wraps an iteration-based loop's data iterator: reseeds before
+    fetching batch ``i`` (counted from the start of training, including the
+    batches a resumed loop fetches to skip what was trained)."""
+
+    def __init__(self, inner, hook: 'ReseedHook') -> None:
+        self.inner, self.hook, self.count = inner, hook, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.hook.reseed(_DATA, self.count)
+        self.count += 1
+        return next(self.inner)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
 
 
 @HOOKS.register_module()
@@ -26,6 +46,15 @@ class ReseedHook(Hook):
     run. With this hook every epoch and every iteration starts from a state
     that depends only on the seed and its index, so ``--resume`` continues
     exactly (in ``--deterministic`` mode, losses equal to the last bit).
+
+    Iteration-based loops (``IterBasedTrainLoop``) fetch the next batch
+    *before* ``before_train_iter``, after the previous step's backward pass
+    and any validation, and a resumed loop first fetches (and drops) the
+    batches it already trained on. So the batch of iteration ``i`` is
+    fetched right after a reseed from ``(seed, data, i)`` (the loop's data
+    iterator is wrapped in ``before_train``): its augmentation (with
+    ``num_workers=0``) no longer depends on what ran before it, and a run
+    resumed mid-way draws the same crops and flips as one never stopped.
 
     Data-loader workers are seeded by mmengine's ``worker_init_fn`` (seed,
     rank and worker id) when they start; with ``persistent_workers=False``
@@ -53,6 +82,10 @@ class ReseedHook(Hook):
         randomness = runner.cfg.get('randomness') or {}
         self._rank = get_dist_info()[0] if randomness.get(
             'diff_rank_seed', False) else 0
+        loop = getattr(runner, 'train_loop', None)
+        inner = getattr(loop, 'dataloader_iterator', None)
+        if inner is not None and not isinstance(inner, _ReseedingIterator):
+            loop.dataloader_iterator = _ReseedingIterator(inner, self)
 
     def before_train_epoch(self, runner) -> None:
         self.reseed(_EPOCH, runner.epoch)

@@ -1,0 +1,62 @@
+"""Keep a resumed run from deleting files outside its own work dir."""
+import os.path as osp
+from typing import Optional
+
+from mmengine.hooks import Hook
+from mmengine.logging import print_log
+from mmengine.registry import HOOKS
+
+__all__ = ['BestCheckpointGuardHook']
+
+
+def _inside(path: str, folder: str) -> bool:
+    path, folder = osp.realpath(path), osp.realpath(folder)
+    return osp.commonpath([path, folder]) == folder
+
+
+@HOOKS.register_module()
+class BestCheckpointGuardHook(Hook):
+    """Forget a resumed checkpoint's "previous best checkpoint" unless it is
+    a best checkpoint of this run.
+
+    mmengine's ``CheckpointHook(save_best=...)`` removes the previous best
+    checkpoint when it saves a better one, and after ``--resume`` it takes
+    that path from the checkpoint (``message_hub.runtime_info.best_ckpt``),
+    wherever it points: resuming into a new work dir from another run's
+    checkpoint deletes that run's best checkpoint, and a crafted checkpoint
+    can name any file. Before ``CheckpointHook`` reads it, this hook keeps
+    the recorded path only when
+
+    - the resumed checkpoint (``load_from``) is inside the current work dir
+      (the run continues itself), and
+    - the recorded file lies directly in the work dir and is named
+      ``best_*.pth``;
+
+    otherwise the entry is dropped with a log line: the file is kept, and
+    the resumed run starts its own best checkpoint.
+
+    ``tools/train.py`` adds this hook to every run.
+    """
+
+    priority = 'VERY_HIGH'  # before CheckpointHook (VERY_LOW) reads it
+
+    def before_train(self, runner) -> None:
+        info = runner.message_hub.runtime_info
+        work_dir = runner.work_dir
+        load_from: Optional[str] = runner.cfg.get('load_from') if hasattr(
+            runner, 'cfg') and runner.cfg is not None else None
+        own_run = bool(load_from) and _inside(str(load_from), work_dir)
+        for key in [k for k in info if str(k).startswith('best_ckpt')]:
+            path = info[key]
+            ok = own_run and isinstance(path, str) and osp.dirname(
+                osp.realpath(path)) == osp.realpath(work_dir) and \
+                osp.basename(path).startswith('best_') and \
+                path.endswith('.pth')
+            if ok:
+                continue
+            info.pop(key)
+            print_log(
+                f'The resumed checkpoint names {path!r} as its previous best '
+                f'checkpoint ({key}); it is not a best checkpoint of this run '
+                f'in {work_dir}, so it will not be removed when a new best '
+                'checkpoint is saved.', logger='current', level=30)

@@ -1,0 +1,134 @@
+"""2D rotary position embedding of the Sapiens2 backbone.
+
+Written from the Sapiens2 fact sheet (facebookresearch/sapiens2 @ 3098c14,
+``RopePositionEmbedding`` with ``normalize_coords='separate'``, itself the
+DINOv3 design). Every step runs in the RoPE dtype, bf16 by default *even in
+an fp32 model*, because that is what the released models were trained and
+evaluated with: the periods, the token coordinates, the angles, sin / cos and
+the rotation of q and k (prefix tokens included, which are only cast to bf16
+and back).
+"""
+import math
+from typing import Literal, Tuple
+
+import torch
+import torch.nn as nn
+
+__all__ = ['RopePositionEmbedding', 'apply_rope', 'ROPE_DTYPES']
+
+#: ``rope_dtype`` names and their torch dtypes.
+ROPE_DTYPES = {'bf16': torch.bfloat16, 'fp32': torch.float32}
+
+
+class RopePositionEmbedding(nn.Module):
+    """Sin / cos tables of a 2D RoPE over a (H, W) patch grid.
+
+    ``periods[k] = base ** (2k / (head_dims / 2))`` for ``k < head_dims / 4``
+    (a persistent buffer, ``rope_embed.periods`` in the official state
+    dict). Token (i, j) of the row-major grid has coordinates
+    ``cy = 2 (i + 0.5) / H - 1`` and ``cx = 2 (j + 0.5) / W - 1``, so the
+    coordinate range does not depend on the resolution and any grid works
+    without interpolation. The angles ``2 pi c / period`` are laid out as
+    (y frequencies, x frequencies), tiled twice to ``head_dims``.
+
+    Args:
+        head_dims: Per-head channels; a multiple of 4.
+        base: Period base. Defaults to 100.
+        rope_dtype: ``'bf16'`` (the official behaviour) or ``'fp32'``.
+
+    The buffer keeps the RoPE dtype through ``load_state_dict`` and
+    ``.to(device)``; if a cast such as ``model.float()`` changes it, the
+    values are cast back to the RoPE dtype at use.
+    """
+
+    def __init__(self,
+                 head_dims: int,
+                 base: float = 100.0,
+                 rope_dtype: Literal['bf16', 'fp32'] = 'bf16') -> None:
+        super().__init__()
+        if head_dims % 4:
+            raise ValueError(
+                f'RoPE needs head_dims divisible by 4, got {head_dims}: '
+                'choose embed_dims divisible by 4 * num_heads.')
+        if rope_dtype not in ROPE_DTYPES:
+            raise ValueError(f'rope_dtype must be one of {sorted(ROPE_DTYPES)}'
+                             f', got {rope_dtype!r}.')
+        self.head_dims = head_dims
+        self.base = base
+        self.rope_dtype = rope_dtype
+        self.dtype = ROPE_DTYPES[rope_dtype]
+        self.register_buffer(
+            'periods', self.default_periods(), persistent=True)
+
+    def default_periods(self, device=None) -> torch.Tensor:
+        """The initial periods, computed in the RoPE dtype: (head_dims/4,)."""
+        k = torch.arange(self.head_dims // 4, device=device, dtype=self.dtype)
+        return self.base**(2 * k / (self.head_dims // 2))
+
+    def reset_parameters(self) -> None:
+        """Refill ``periods`` with :meth:`default_periods`."""
+        with torch.no_grad():
+            self.periods.copy_(self.default_periods(self.periods.device))
+
+    def forward(self, height: int,
+                width: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Sin and cos of every grid position.
+
+        Args:
+            height: Patch rows H.
+            width: Patch columns W.
+
+        Returns:
+            ``(sin, cos)``, each (H * W, head_dims) in the RoPE dtype,
+            row-major over the grid.
+        """
+        dd = dict(device=self.periods.device, dtype=self.dtype)
+        cy = torch.arange(0.5, height, **dd) / height
+        cx = torch.arange(0.5, width, **dd) / width
+        coords = torch.stack(torch.meshgrid(cy, cx, indexing='ij'), dim=-1)
+        coords = 2.0 * coords.flatten(0, 1) - 1.0  # (HW, 2)
+        periods = self.periods.to(self.dtype)
+        angles = 2 * math.pi * coords[:, :, None] / periods[None, None, :]
+        angles = angles.flatten(1, 2).tile(2)  # (HW, head_dims)
+        return torch.sin(angles), torch.cos(angles)
+
+    def extra_repr(self) -> str:
+        return (f'head_dims={self.head_dims}, base={self.base}, '
+                f'rope_dtype={self.rope_dtype!r}')
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rope(q: torch.Tensor, k: torch.Tensor,
+               rope: Tuple[torch.Tensor, torch.Tensor]
+               ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Rotate the last ``rope[0].shape[0]`` tokens of q and k.
+
+    All tokens, the unrotated prefix ones too, go through the RoPE dtype and
+    back to their own dtype, as in the official model.
+
+    Args:
+        q: (B, heads, N, head_dims).
+        k: (B, kv_heads, N, head_dims).
+        rope: ``(sin, cos)`` from :class:`RopePositionEmbedding`, each
+            (N - prefix, head_dims).
+
+    Returns:
+        The rotated ``(q, k)``, shapes and dtypes unchanged.
+    """
+    sin, cos = rope
+    prefix = q.shape[-2] - sin.shape[-2]
+    if prefix < 0:
+        raise ValueError(f'RoPE tables cover {sin.shape[-2]} tokens but the '
+                         f'sequence has only {q.shape[-2]}.')
+
+    def rotate(x: torch.Tensor) -> torch.Tensor:
+        y = x.to(sin.dtype)
+        head, tail = y[..., :prefix, :], y[..., prefix:, :]
+        tail = tail * cos + _rotate_half(tail) * sin
+        return torch.cat((head, tail), dim=-2).to(x.dtype)
+
+    return rotate(q), rotate(k)
