@@ -327,7 +327,10 @@ def test_convert_tool(tmp_path, capsys):
     assert (out / 'a_openpose.png').is_file()
     (tmp_path / 'bad.json').write_text(json.dumps(dict(rec, instances=[
         dict(keypoints=[1, 2, 3])])))
-    assert tool.main([str(tmp_path / 'bad.json')] + argv[1:]) == 2
-    err = capsys.readouterr().err
-    assert err.count('\n') == 1 and err.startswith('error: ')
-    assert 'bad.json: An instance has 3 keypoint values, expected 924' in err
+    with pytest.raises(SystemExit) as exit_:
+        tool.run_cli(tool.main, [str(tmp_path / 'bad.json')] + argv[1:],
+                     'tools/convert_keypoints.py')
+    msg = str(exit_.value.code)  # a message: Python prints it, exit code 1
+    assert msg.startswith('tools/convert_keypoints.py: error: ') and \
+        '\n' not in msg
+    assert 'bad.json: An instance has 3 keypoint values, expected 924' in msg

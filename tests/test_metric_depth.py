@@ -242,7 +242,9 @@ def test_depth_to_metric_tool(scene, tmp_path, capsys):
     # too few points: one line on stderr, exit 2, no traceback
     (tmp_path / 'k2.csv').write_text('\n'.join(rows[:3]) + '\n')
     argv[2] = str(tmp_path / 'k2.csv')
-    assert tool.main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.startswith('error: Cannot fit scale and shift: 2 usable')
-    assert err.count('\n') == 1
+    with pytest.raises(SystemExit) as exit_:
+        tool.run_cli(tool.main, argv, 'tools/depth_to_metric.py')
+    msg = str(exit_.value.code)  # a message: Python prints it, exit code 1
+    assert msg.startswith('tools/depth_to_metric.py: error: Cannot fit scale '
+                          'and shift: 2 usable')
+    assert '\n' not in msg

@@ -16,6 +16,8 @@ import os
 import sys
 from typing import List, Optional
 
+from sapiens_mm.utils import add_debug_argument, run_cli
+
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parse the command line."""
@@ -38,29 +40,22 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument('--max-side', type=int, default=1280,
                    help='scale larger inputs down to this long side '
                    '(default: %(default)s)')
-    p.add_argument('--debug', action='store_true', help='show tracebacks')
+    add_debug_argument(p)
     return p.parse_args(argv)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Entry point; returns the process exit code."""
+    """Entry point (errors are turned into one line by ``run_cli``)."""
     args = parse_args(argv)
     os.environ.setdefault('GRADIO_ANALYTICS_ENABLED', 'False')
     try:
         import gradio  # noqa: F401
     except ImportError:
-        print('error: the web demo needs gradio: pip install -r '
-              'requirements.txt', file=sys.stderr)
-        return 2
+        raise RuntimeError('The web demo needs gradio: pip install -r '
+                           'requirements.txt') from None
     from sapiens_mm.apis.web_demo import build_demo
-    try:
-        app = build_demo(args.checkpoints, args.device, args.out_dir,
-                         args.max_side)
-    except (ValueError, FileNotFoundError) as e:
-        if args.debug:
-            raise
-        print(f'error: {e}', file=sys.stderr)
-        return 2
+    app = build_demo(args.checkpoints, args.device, args.out_dir,
+                     args.max_side)
     print(f'Sapiens web demo on http://{args.host}:{args.port}', flush=True)
     app.queue(default_concurrency_limit=1).launch(
         server_name=args.host, server_port=args.port, share=False,
@@ -69,4 +64,4 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(run_cli(main, prog='tools/web_demo.py'))
