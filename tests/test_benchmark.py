@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from test_inferencer import TINY, image, small_cfg
 from torch.utils.flop_counter import FlopCounterMode
 
-from sapiens_mm.apis import SapiensInferencer
+from sapiens_mm.apis import SapiensInferencer, init_model
 from sapiens_mm.apis.benchmark import (
     PeakMemory,
     TimingStats,
@@ -23,7 +23,6 @@ from sapiens_mm.apis.benchmark import (
     benchmark_model,
     build_backbone,
     build_stock_backbone,
-    build_task_model,
     count_work,
     end_to_end,
     limit_seconds,
@@ -60,11 +59,11 @@ def test_flops_by_hand_and_against_torch_counter():
 def test_task_model_conv_and_deconv_flops_match_torch_counter():
     """Seg head: 4x4 stride-2 deconvolutions and 1x1 / 3x3 convolutions,
     counted as their equivalent GEMMs."""
-    model = build_task_model(small_cfg('seg'))
+    model = init_model(small_cfg('seg'))
     x = torch.randn(1, 3, 64, 48)
-    work = count_work(model, lambda: model._forward(x))
+    work = count_work(model, lambda: model(x, mode='tensor'))
     with FlopCounterMode(display=False) as counter:
-        model._forward(x)
+        model(x, mode='tensor')
     assert work.flops('matmul') == counter.get_total_flops()
     assert work.flops('attention') > 0
 

@@ -22,8 +22,8 @@ from sapiens_mm.apis.demo import (
     DemoSettings,
     adapt_config,
     format_table,
-    set_input_size,
 )
+from sapiens_mm.apis.inference import set_input_size
 from sapiens_mm.datasets.synthetic import write_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,7 +153,7 @@ def test_set_input_size_rejects_sizes_the_patches_do_not_tile():
     cfg = Config.fromfile(str(ROOT / 'configs' / DEMO_TASKS['depth'].config))
     with pytest.raises(ValueError, match='multiples of the patch size 16'):
         set_input_size(cfg, (100, 96))
-    resized = set_input_size(cfg, (64, 48))
+    resized = set_input_size(cfg, (64, 48), train=True)
     assert resized.model.backbone.img_size == (64, 48)
     assert cfg.model.backbone.img_size == (256, 192)  # the input is kept
 

@@ -19,12 +19,12 @@ from mmengine.config import Config
 
 from sapiens_mm.apis import SapiensInferencer
 from sapiens_mm.apis.infer_cli import main as infer_main
+from sapiens_mm.apis.inference import (init_model, pose_dataset_meta,
+                                       set_input_size)
 from sapiens_mm.deploy import (
     ExportedModel,
-    build_task_model,
     export_model,
     read_metadata,
-    set_input_size,
 )
 from sapiens_mm.deploy.cli import build_parser
 from sapiens_mm.deploy.cli import main as export_main
@@ -76,8 +76,8 @@ def exported(tmp_path_factory):
     result = {}
     for i, task in enumerate(TASKS):
         torch.manual_seed(i)
-        cfg = set_input_size(Config.fromfile(str(TINY[task])), task, HW)
-        _, _, model = build_task_model(cfg)
+        cfg = set_input_size(Config.fromfile(str(TINY[task])), HW)
+        model = init_model(cfg)
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(torch.randn_like(p) * 0.05)
@@ -97,11 +97,10 @@ def eager_output(task, model, cfg, images):
     if task != 'pose':
         data = model.data_preprocessor(dict(inputs=list(images)), False)
         with torch.no_grad():
-            return model._forward(data['inputs']).numpy()
+            return model(data['inputs'], mode='tensor').numpy()
     from mmpose.structures import PoseDataSample
 
-    from sapiens_mm.apis.inferencer import _TaskModel
-    meta = _TaskModel._pose_meta(cfg)
+    meta = pose_dataset_meta(cfg)
     samples = [
         PoseDataSample(metainfo=dict(flip_indices=meta['flip_indices']))
         for _ in images
@@ -360,7 +359,7 @@ def test_bad_input(exported, tmp_path):
         export_model(str(TINY['seg']), str(tmp_path / 'nope.pth'),
                      str(tmp_path))
     with pytest.raises(ValueError, match='multiples of the patch size'):
-        set_input_size(Config.fromfile(str(TINY['seg'])), 'seg', (60, 48))
+        set_input_size(Config.fromfile(str(TINY['seg'])), (60, 48))
     with pytest.raises(FileNotFoundError, match='Exported model not found'):
         read_metadata(str(tmp_path / 'missing.onnx'))
     plain = tmp_path / 'plain.onnx'  # an ONNX file not made by the exporter
@@ -394,15 +393,15 @@ def test_dense_flip_test_in_graph():
     import torch.nn.functional as F
 
     from sapiens_mm.deploy import SapiensExportModule
-    from sapiens_mm.deploy.export import _check_test_cfg
-    cfg = set_input_size(Config.fromfile(str(TINY['normal'])), 'normal', HW)
+    from sapiens_mm.deploy.export import check_test_cfg
+    cfg = set_input_size(Config.fromfile(str(TINY['normal'])), HW)
     cfg.model.test_cfg = dict(mode='whole', flip=True)
     torch.manual_seed(0)
-    _, _, model = build_task_model(cfg)
+    model = init_model(cfg)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    assert _check_test_cfg('normal', model) == (False, True)
+    assert check_test_cfg('normal', model) == (False, True)
     pre = cfg.model.data_preprocessor
     module = SapiensExportModule(model, 'normal', pre.mean, pre.std, True,
                                  flip_dense=True)
@@ -414,12 +413,13 @@ def test_dense_flip_test_in_graph():
         ref = model.inference(x, [dict(img_shape=HW)] * 2)
         out = F.interpolate(module(images.float()), size=HW,
                             mode='bilinear', align_corners=False)
-        plain = F.interpolate(model._forward(x), size=HW, mode='bilinear',
+        plain = F.interpolate(model(x, mode='tensor'), size=HW,
+                              mode='bilinear',
                               align_corners=False)
     np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-5)
     assert (out - plain).abs().max() > 1e-3  # the flip changed something
     cfg.model.test_cfg = dict(mode='slide', crop_size=(32, 32),
                               stride=(16, 16))
-    _, _, model = build_task_model(cfg)
+    model = init_model(cfg)
     with pytest.raises(ValueError, match='set model.test_cfg.mode="whole"'):
-        _check_test_cfg('normal', model)
+        check_test_cfg('normal', model)

@@ -111,7 +111,7 @@ def test_next_batch_is_prepared_while_the_model_runs(seg, monkeypatch):
     (no timing involved: batch 1's model waits for that event)."""
     prepared_2 = threading.Event()
     calls = []
-    prepare, run = seg.prepare, seg.run_prepared
+    prepare, run = seg.preprocess, seg.forward
 
     def counting_prepare(batch, boxes):
         calls.append(('prepare', threading.current_thread().name))
@@ -127,8 +127,8 @@ def test_next_batch_is_prepared_while_the_model_runs(seg, monkeypatch):
             assert prepared_2.wait(10), 'batch 2 was not prepared meanwhile'
         return run(prepared, batch_size)
 
-    monkeypatch.setattr(seg, 'prepare', counting_prepare)
-    monkeypatch.setattr(seg, 'run_prepared', waiting_run)
+    monkeypatch.setattr(seg, 'preprocess', counting_prepare)
+    monkeypatch.setattr(seg, 'forward', waiting_run)
     results = seg([image(64, 48, i) for i in range(4)], batch_size=2,
                   show_progress=False)
     assert len(results) == 4
@@ -141,7 +141,7 @@ def test_next_batch_is_prepared_while_the_model_runs(seg, monkeypatch):
 
 def test_worker_errors_reach_the_caller_and_threads_stop(seg, monkeypatch):
     before = threading.active_count()
-    prepare = seg.prepare
+    prepare = seg.preprocess
     count = [0]
 
     def failing(batch, boxes):
@@ -150,7 +150,7 @@ def test_worker_errors_reach_the_caller_and_threads_stop(seg, monkeypatch):
             raise RuntimeError('pipeline failed on batch 2')
         return prepare(batch, boxes)
 
-    monkeypatch.setattr(seg, 'prepare', failing)
+    monkeypatch.setattr(seg, 'preprocess', failing)
     imgs = [image(64, 48, i) for i in range(4)]
     with pytest.raises(RuntimeError, match='batch 2'):
         seg(imgs, batch_size=2, show_progress=False)

@@ -18,7 +18,7 @@ from sapiens_mm.apis import (
     task_of_config,
 )
 from sapiens_mm.apis.model_zoo import parse_checkpoint_name
-from sapiens_mm.apis.person_detector import (
+from sapiens_mm.apis.inferencers.utils.person_detector import (
     MMDetPersonDetector,
     OpenCVPersonDetector,
     PersonDetector,
@@ -27,7 +27,7 @@ from sapiens_mm.apis.person_detector import (
     nms,
     select_person_boxes,
 )
-from sapiens_mm.apis.visualization import (
+from sapiens_mm.visualization import (
     colorize_depth,
     colorize_normal,
     draw_pose,

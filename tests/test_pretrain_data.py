@@ -14,12 +14,9 @@ from mmengine.runner import Runner
 from PIL import Image
 
 from sapiens_mm.checkpoint import load_file
-from sapiens_mm.datasets.unlabeled_image_dataset import (
-    UnlabeledImageDataset,
-    UnreadableImageError,
-    list_images,
-    read_image,
-)
+from sapiens_mm.datasets.unlabeled_image_dataset import UnlabeledImageDataset
+from sapiens_mm.utils.image_io import (UnreadableImageError, list_images,
+                                       read_image)
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG_DIR = ROOT / 'configs/pretrain'

@@ -17,7 +17,8 @@ Run it again to continue an interrupted run: decided images are skipped.
 import argparse
 
 import sapiens_mm  # noqa: F401  (safe checkpoint loading)
-from sapiens_mm.apis.curation import build_person_detector, curate_images
+from sapiens_mm.apis.curation import curate_images
+from sapiens_mm.apis.inferencers.utils import build_person_detector
 
 
 def parse_args(argv=None):
@@ -25,7 +26,7 @@ def parse_args(argv=None):
         description='Keep the images that show a person and write a '
         'manifest for MAE pretraining.')
     parser.add_argument('root', help='image folder (scanned recursively for '
-                        'jpg / jpeg / png / webp)')
+                        'jpg / jpeg / png / bmp / tif / tiff / webp)')
     parser.add_argument('--out-dir', help='output folder (default: '
                         '<root>/curation)')
     parser.add_argument('--det-config', help='mmdet detector config; '
@@ -51,13 +52,18 @@ def parse_args(argv=None):
                         'detect every image again')
     parser.add_argument('--no-progress', action='store_true',
                         help='no progress bar')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if bool(args.det_config) != bool(args.det_checkpoint):
+        parser.error('give both --det-config and --det-checkpoint (or '
+                     'neither, for the built-in OpenCV detector)')
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
-    detector = build_person_detector(args.det_config, args.det_checkpoint,
-                                     args.device, args.person_label)
+    detector = build_person_detector('face', args.det_config,
+                                     args.det_checkpoint, args.device,
+                                     args.person_label)
     report = curate_images(
         args.root, args.out_dir, detector, score_thr=args.score_thr,
         min_box_size=args.min_box_size, restart=args.restart,

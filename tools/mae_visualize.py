@@ -19,7 +19,7 @@ from mmpretrain.registry import MODELS
 
 import sapiens_mm  # noqa: F401  (registers modules)
 from sapiens_mm.checkpoint import load_checkpoint
-from sapiens_mm.datasets.unlabeled_image_dataset import list_images, read_image
+from sapiens_mm.utils.image_io import list_images, read_image
 from sapiens_mm.models.selfsup import prepare_images, reconstruction_grid
 
 

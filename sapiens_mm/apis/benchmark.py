@@ -43,7 +43,6 @@ import torch.nn.functional as F
 __all__ = [
     'DTYPES', 'KNOWN_GPU_PEAK_TFLOPS', 'WorkItem', 'Work', 'TimingStats',
     'build_backbone', 'is_sapiens2_arch', 'build_stock_backbone',
-    'build_task_model',
     'count_work', 'kernel_calls', 'measure_rates', 'limit_seconds',
     'time_callable',
     'PeakMemory', 'benchmark_model', 'end_to_end',
@@ -161,17 +160,6 @@ def build_stock_backbone(backbone: nn.Module) -> nn.Module:
     stock.load_state_dict(backbone.state_dict(), strict=True)
     stock.eval()  # returns None in mmpretrain
     return stock.to(next(backbone.parameters()).device)
-
-
-def build_task_model(config, checkpoint: Optional[str] = None) -> nn.Module:
-    """A task model (pose / seg / depth / normal) from a config, in eval
-    mode, with random weights or ``checkpoint`` (strict): the model of
-    :func:`sapiens_mm.deploy.build_task_model`, with its config as
-    ``model.cfg``."""
-    from sapiens_mm.deploy import build_task_model as build
-    _, cfg, model = build(config, checkpoint)
-    model.cfg = cfg
-    return model
 
 
 # ---------------------------------------------------------- FLOP counting
@@ -503,8 +491,8 @@ def _prepare(model: nn.Module, device: torch.device, dtype: torch.dtype,
 
 def _forward_fn(model: nn.Module) -> Callable[[torch.Tensor], object]:
     """The tensor-mode forward of a backbone or a task model."""
-    if hasattr(model, 'backbone') and hasattr(model, '_forward'):
-        return lambda x: model._forward(x)
+    if hasattr(model, 'backbone') and hasattr(model, 'data_preprocessor'):
+        return lambda x: model(x, mode='tensor')
     return model
 
 
@@ -543,7 +531,7 @@ def benchmark_model(model: nn.Module,
 
     Args:
         model: A Sapiens backbone or a task model (timed through its
-            tensor-mode ``_forward``).
+            tensor-mode forward).
         batch_size: Images per forward pass.
         img_size: (H, W) of the input.
         dtype: ``'fp32'``, ``'bf16'`` or ``'fp16'``.
@@ -631,7 +619,7 @@ def benchmark_model(model: nn.Module,
     outs = []
     work = count_work(model, lambda: outs.append(eager()))
     out = _first_tensor(outs.pop()).float()
-    if compile:  # in place: keeps ``_forward`` / ``backbone`` reachable
+    if compile:  # in place: keeps the tensor-mode forward / ``backbone``
         getattr(model, 'backbone', model).compile()
     run = runner(model)
     kernels = kernel_calls(work, dev)
@@ -745,34 +733,32 @@ def end_to_end(inferencer, folder: str, out_dir: str,
     """
     from mmengine.dataset import pseudo_collate
 
-    from sapiens_mm.apis.inferencer import IMAGE_EXTENSIONS, _read_image
+    from sapiens_mm.utils.image_io import (IMAGE_EXTENSIONS, list_images,
+                                           read_image)
     if 'pose' in inferencer.tasks:
         raise ValueError(
             'end_to_end times dense tasks (seg / depth / normal): the pose '
             'work per image depends on how many people the detector finds.')
-    files = sorted(
-        os.path.join(root, f) for root, _, names in os.walk(folder)
-        for f in names if f.lower().endswith(IMAGE_EXTENSIONS))
+    files = [os.path.join(folder, f) for f in list_images(folder)]
     if not files:
         raise ValueError(f'No image ({", ".join(IMAGE_EXTENSIONS)}) in '
                          f'{folder}.')
     dev = inferencer.device
-    images = [_read_image(f) for f in files[:batch_size]]
+    images = [read_image(f, backend='cv2') for f in files[:batch_size]]
     while len(images) < batch_size:
         images.append(images[len(images) % len(files)])
     forwards = []
     for task in inferencer.tasks:
-        tm = inferencer.task_models[task]
-        data = tm.model.data_preprocessor(
-            pseudo_collate([tm.pipeline(dict(img=img)) for img in images]),
-            False)
-        forwards.append((tm, data['inputs']))
+        ti = inferencer.task_inferencers[task]
+        data = ti.model.data_preprocessor(
+            pseudo_collate(ti.preprocess_images(images)), False)
+        forwards.append((ti, data['inputs']))
 
     def model_only():
         with torch.inference_mode():
-            for tm, inputs in forwards:
-                with tm.autocast():
-                    tm.model._forward(inputs)
+            for ti, inputs in forwards:
+                with ti.autocast():
+                    ti.model(inputs, mode='tensor')
 
     # Warm-up (allocations, torch.compile): the inferencer on the first
     # images. Model-only runs are split before and after the folder run so
@@ -1013,7 +999,8 @@ def main(argv: Optional[Sequence[str]] = None,
     model = None
     if args.config:
         if not args.e2e_only:
-            model = build_task_model(args.config, args.checkpoint)
+            from sapiens_mm.apis.inference import init_model
+            model = init_model(args.config, args.checkpoint)
     else:
         if args.checkpoint:
             raise SystemExit('--checkpoint goes with --config.')
@@ -1045,7 +1032,7 @@ def main(argv: Optional[Sequence[str]] = None,
         results['model_only'] = _jsonable(result)
     del model
     if args.end_to_end:
-        from sapiens_mm.apis.inferencer import SapiensInferencer
+        from sapiens_mm.apis.inferencers import SapiensInferencer
         config = args.e2e_config or args.config or _default_e2e_config(
             args.arch)
         inferencer = SapiensInferencer(
@@ -1054,10 +1041,8 @@ def main(argv: Optional[Sequence[str]] = None,
         out_dir = args.out_dir or tempfile.mkdtemp(prefix='sapiens_e2e_')
         folder = args.end_to_end
         if args.e2e_images:
-            from sapiens_mm.apis.inferencer import IMAGE_EXTENSIONS
-            files = sorted(
-                os.path.join(r, f) for r, _, names in os.walk(folder)
-                for f in names if f.lower().endswith(IMAGE_EXTENSIONS))
+            from sapiens_mm.utils.image_io import list_images
+            files = [os.path.join(folder, f) for f in list_images(folder)]
             folder_tmp = tempfile.mkdtemp(prefix='sapiens_e2e_in_')
             for f in files[:args.e2e_images]:
                 os.symlink(os.path.abspath(f),

@@ -6,22 +6,19 @@ is above 0.9 and whose bounding box is larger than 300 px. This module does
 the same over a folder of images and writes a manifest that
 :class:`sapiens_mm.datasets.UnlabeledImageDataset` reads (``ann_file``).
 
-Two detectors are available:
+The detectors are sapiens_mm's person detectors
+(:mod:`sapiens_mm.apis.inferencers.utils.person_detector`), each with
+defaults for the two thresholds:
 
 * :class:`MMDetPersonDetector`: any mmdet detector (config + checkpoint),
   e.g. the RTMDet person detector the Sapiens demos use. ``score`` is the
   detector's class score in [0, 1]; the paper defaults apply (0.9, 300 px).
 * :class:`OpenCVFaceDetector` (the default, no download): OpenCV's
-  ``haarcascade_frontalface_alt2`` cascade, shipped with opencv-python. It
-  finds people by their frontal face, so it misses people seen from behind
-  or far away; use it to get going, and an mmdet person detector for real
-  curation. Its ``score`` is **not** a probability: it is the number of
-  overlapping raw cascade windows merged into the face box (OpenCV's
-  "neighbours" count; more votes = more certain). Its box is the face box.
-  Hence its own defaults: at least 15 votes and a face at least 64 px wide
-  (a 64 px face is roughly a 300 px tall upper body). On scikit-image's test
-  pictures the astronaut's face gets 29-36 votes at 0.5x-2x scale, while
-  false detections on textures (gravel, grass, coins) get at most 9.
+  frontal-face cascade. It finds people by their frontal face, so it misses
+  people seen from behind or far away; use it to get going, and an mmdet
+  person detector for real curation. Its ``score`` is the number of merged
+  cascade windows (not a probability) and its box the face box, hence its
+  own defaults: at least 15 votes and a face at least 64 px wide.
 
 Resuming: every decision is appended to ``decisions.jsonl`` (with the
 detections themselves) as soon as it is made. A second run reads it, runs
@@ -35,21 +32,21 @@ import os.path as osp
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-import cv2
-import numpy as np
 from mmengine.logging import print_log
 from tqdm import tqdm
 
-from sapiens_mm.datasets.unlabeled_image_dataset import (
+from sapiens_mm.utils.image_io import (
     IMAGE_EXTENSIONS,
     UnreadableImageError,
     list_images,
     read_image,
 )
 
+from .inferencers.utils.person_detector import (MMDetPersonDetector,
+                                                OpenCVFaceDetector)
+
 __all__ = [
-    'Detection', 'OpenCVFaceDetector', 'MMDetPersonDetector',
-    'build_person_detector', 'CurationReport', 'curate_images',
+    'Detection', 'detect', 'CurationReport', 'curate_images',
     'MANIFEST_NAME', 'DECISIONS_NAME', 'REPORT_NAME', 'META_NAME'
 ]
 
@@ -82,138 +79,20 @@ class Detection(NamedTuple):
         return max(x2 - x1, y2 - y1)
 
 
-class OpenCVFaceDetector:
-    """Built-in default detector: OpenCV's frontal-face Haar cascade.
-
-    Needs no download (the cascade ships with opencv-python). Images are
-    downscaled so their longer side is at most ``max_side`` before detection
-    (boxes are reported in original pixels).
+def detect(detector: Callable, img) -> List[Detection]:
+    """A detector's detections of one image, highest score first.
 
     Args:
-        max_side: Longer side the image is downscaled to. Defaults to 1024.
-        scale_factor: Cascade pyramid step. Defaults to 1.1.
-        min_neighbors: OpenCV grouping threshold (candidates with fewer
-            merged windows are not reported at all). Defaults to 3.
-
-    ``score`` = merged window count ("votes"), see the module docstring.
+        detector: A person detector (any callable ``(H, W, 3) uint8 BGR ->
+            (boxes (N, 4) xyxy, scores (N,))``).
+        img: The image.
     """
-    name = 'opencv-face'
-    cascade_file = 'haarcascade_frontalface_alt2.xml'
-    default_score_thr = 15.0
-    default_min_box_size = 64.0
-
-    def __init__(self,
-                 max_side: int = 1024,
-                 scale_factor: float = 1.1,
-                 min_neighbors: int = 3) -> None:
-        path = osp.join(cv2.data.haarcascades, self.cascade_file)
-        self.cascade = cv2.CascadeClassifier(path)
-        if self.cascade.empty():
-            raise RuntimeError(
-                f'Could not load the OpenCV cascade {path}; reinstall '
-                'opencv-python, or pass an mmdet detector config and '
-                'checkpoint.')
-        self.max_side = max_side
-        self.scale_factor = scale_factor
-        self.min_neighbors = min_neighbors
-
-    def describe(self) -> dict:
-        """Settings that change the detections (checked on resume)."""
-        return dict(
-            name=self.name,
-            cascade=self.cascade_file,
-            max_side=self.max_side,
-            scale_factor=self.scale_factor,
-            min_neighbors=self.min_neighbors)
-
-    def __call__(self, img: np.ndarray) -> List[Detection]:
-        """Detect faces in a (H, W, 3) uint8 BGR image."""
-        gray = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
-        scale = min(1.0, self.max_side / max(gray.shape[:2]))
-        if scale < 1:
-            gray = cv2.resize(gray, None, fx=scale, fy=scale,
-                              interpolation=cv2.INTER_AREA)
-        rects, votes = self.cascade.detectMultiScale2(
-            gray, scaleFactor=self.scale_factor,
-            minNeighbors=self.min_neighbors)
-        dets = []
-        for (x, y, w, h), n in zip(rects, np.ravel(votes)):
-            box = tuple(float(v) / scale for v in (x, y, x + w, y + h))
-            dets.append(Detection(box, float(n)))
-        return dets
-
-
-class MMDetPersonDetector:
-    """An mmdet detector (config + checkpoint) restricted to one class.
-
-    Args:
-        config: mmdet config file, e.g. RTMDet-m person
-            (``rtmdet_m_640-8xb32_coco-person.py``).
-        checkpoint: Its weights (read through sapiens_mm's safe loader).
-        device: ``'cpu'``, ``'cuda:0'``...
-        person_label: Class index of "person" in the detector's classes:
-            0 for COCO and for person-only detectors.
-
-    ``score`` is the detector's score in [0, 1]; the box is the person box.
-    Defaults follow the paper: score above 0.9, box above 300 px.
-    """
-    name = 'mmdet'
-    default_score_thr = 0.9
-    default_min_box_size = 300.0
-
-    def __init__(self,
-                 config: str,
-                 checkpoint: str,
-                 device: str = 'cpu',
-                 person_label: int = 0) -> None:
-        try:
-            from mmdet.apis import init_detector
-        except ImportError as e:
-            raise ImportError(
-                'An mmdet detector needs mmdet (pip install "mmdet>=3,<3.4");'
-                ' or leave out the detector config to use the built-in '
-                f'OpenCV detector. ({e})') from e
-        import sapiens_mm  # noqa: F401  (safe checkpoint loading for mmdet)
-        for path, what in ((config, 'config'), (checkpoint, 'checkpoint')):
-            if not osp.isfile(path):
-                raise FileNotFoundError(f'Detector {what} not found: {path}')
-        self.config, self.checkpoint = config, checkpoint
-        self.person_label = person_label
-        self.model = init_detector(config, checkpoint, device=device)
-
-    def describe(self) -> dict:
-        return dict(
-            name=self.name,
-            config=osp.abspath(self.config),
-            checkpoint=osp.abspath(self.checkpoint),
-            person_label=self.person_label)
-
-    def __call__(self, img: np.ndarray) -> List[Detection]:
-        """Detect people in a (H, W, 3) uint8 BGR image."""
-        from mmdet.apis import inference_detector
-        pred = inference_detector(self.model, img).pred_instances
-        keep = pred.labels == self.person_label
-        boxes = pred.bboxes[keep].cpu().numpy()
-        scores = pred.scores[keep].cpu().numpy()
-        return [
-            Detection(tuple(float(v) for v in b), float(s))
-            for b, s in zip(boxes, scores)
-        ]
-
-
-def build_person_detector(det_config: Optional[str] = None,
-                          det_checkpoint: Optional[str] = None,
-                          device: str = 'cpu',
-                          person_label: int = 0) -> Callable:
-    """An :class:`MMDetPersonDetector` when a config and checkpoint are
-    given, else the built-in :class:`OpenCVFaceDetector`."""
-    if bool(det_config) != bool(det_checkpoint):
-        raise ValueError('Give both a detector config and a checkpoint (or '
-                         'neither, for the built-in OpenCV detector).')
-    if det_config:
-        return MMDetPersonDetector(det_config, det_checkpoint, device,
-                                   person_label)
-    return OpenCVFaceDetector()
+    boxes, scores = detector(img)
+    dets = [
+        Detection(tuple(float(v) for v in box), float(score))
+        for box, score in zip(boxes, scores)
+    ]
+    return sorted(dets, key=lambda d: -d.score)
 
 
 @dataclass
@@ -288,8 +167,10 @@ def curate_images(root: str,
         out_dir: Where ``manifest.txt`` (kept images, paths relative to
             ``root``), ``decisions.jsonl``, ``report.json`` and ``meta.json``
             go. Defaults to ``<root>/curation`` (not scanned).
-        detector: Callable ``(H, W, 3) uint8 BGR -> list[Detection]`` with a
-            ``describe()`` method; defaults to :class:`OpenCVFaceDetector`.
+        detector: A person detector (any callable ``(H, W, 3) uint8 BGR ->
+            (boxes, scores)`` with a ``describe()`` method, see
+            :mod:`~sapiens_mm.apis.inferencers.utils.person_detector`);
+            defaults to its ``OpenCVFaceDetector``.
         score_thr: Keep an image if a detection has ``score >= score_thr``
             and ...
         min_box_size: ... a box whose longer side is ``>= min_box_size``
@@ -308,9 +189,12 @@ def curate_images(root: str,
     """
     detector = detector if detector is not None else OpenCVFaceDetector()
     if score_thr is None:
-        score_thr = float(getattr(detector, 'default_score_thr', 0.9))
+        score_thr = float(getattr(detector, 'default_score_thr',
+                                  MMDetPersonDetector.default_score_thr))
     if min_box_size is None:
-        min_box_size = float(getattr(detector, 'default_min_box_size', 300))
+        min_box_size = float(
+            getattr(detector, 'default_min_box_size',
+                    MMDetPersonDetector.default_min_box_size))
     out_dir = out_dir or osp.join(root, 'curation')
     os.makedirs(out_dir, exist_ok=True)
     dec_path = osp.join(out_dir, DECISIONS_NAME)
@@ -359,7 +243,7 @@ def curate_images(root: str,
             except UnreadableImageError as e:
                 rec = dict(path=rel, status='unreadable', error=str(e))
             else:
-                dets = sorted(detector(img), key=lambda d: -d.score)
+                dets = detect(detector, img)
                 stored = [
                     [round(v, 2) for v in d.bbox] + [float(d.score)]
                     for d in dets[:MAX_STORED_DETECTIONS]

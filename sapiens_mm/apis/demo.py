@@ -21,7 +21,6 @@ start from random weights), schedule, batch size and worker count, head
 width, milder augmentation, and the depth loss (see :class:`DemoSettings`).
 """
 import contextlib
-import copy
 import io
 import json
 import logging
@@ -39,9 +38,11 @@ from mmengine.logging import MMLogger
 from mmengine.registry import DefaultScope
 from mmengine.runner import Runner
 
+from .inference import set_input_size
+
 __all__ = [
     'DEMO_TASKS', 'DemoMetric', 'DemoSettings', 'TaskSpec', 'adapt_config',
-    'format_table', 'run_demo', 'set_input_size'
+    'format_table', 'run_demo'
 ]
 
 
@@ -175,49 +176,6 @@ class DemoSettings:
     depth_loss: Optional[str] = 'DepthScaleShiftLoss'
 
 
-def _iter_pipelines(cfg: Config):
-    for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        loader = cfg.get(key)
-        if loader is not None:
-            yield from loader.dataset.pipeline
-
-
-def set_input_size(cfg: Config, size: Tuple[int, int]) -> Config:
-    """Re-scale a Sapiens task config to another ``(H, W)`` input size, for
-    training as well as testing.
-
-    :func:`sapiens_mm.deploy.set_input_size` sets the test pipeline, the
-    data preprocessor's ``size`` and, for pose, the codec (same heatmap
-    stride), and checks the size; this also sets the backbone's
-    ``img_size`` and every resize / crop / affine / target transform of the
-    training and validation pipelines. Everything else (losses, heads,
-    optimiser) is untouched.
-
-    Args:
-        cfg: A pose, seg, depth or normal config (not changed).
-        size: New input ``(H, W)``, multiples of the patch size.
-
-    Returns:
-        The re-scaled copy.
-    """
-    from sapiens_mm.deploy import set_input_size as set_test_input_size
-    from .inferencer import task_of_config
-    cfg = set_test_input_size(cfg, task_of_config(cfg), size)
-    h, w = (int(s) for s in size)
-    cfg.model.backbone.img_size = (h, w)
-    head = cfg.model.get('head')
-    for t in _iter_pipelines(cfg):
-        if t.type in ('RandomResize', 'Resize'):
-            t.scale = (w, h)
-        elif t.type == 'RandomCrop':
-            t.crop_size = (h, w)
-        elif t.type == 'TopdownAffine':
-            t.input_size = (w, h)
-        elif t.type == 'GenerateTarget':
-            t.encoder = copy.deepcopy(head.decoder)
-    return cfg
-
-
 def _lighten_augmentation(cfg: Config) -> None:
     """Milder geometric augmentation for a schedule of a few hundred
     iterations: no rotations or half-body crops, scale jitter 0.75-1.5
@@ -241,7 +199,7 @@ def adapt_config(cfg: Config, task: str, data_root: str, work_dir: str,
     """Point a shipped tiny config at the demo data and make it a short,
     single-process CPU run (see the module docstring for what changes)."""
     iters = int(settings.iters[task])
-    cfg = set_input_size(cfg, settings.input_sizes[task])
+    cfg = set_input_size(cfg, settings.input_sizes[task], train=True)
     cfg.work_dir = work_dir
     cfg.launcher = 'none'
     cfg.randomness = dict(seed=settings.seed)
@@ -395,7 +353,8 @@ def run_demo(settings: DemoSettings, config_dir: str) -> dict:
         ``dict(rows=..., table=..., vis_dirs=..., elapsed_s=...)``.
     """
     from sapiens_mm.datasets.synthetic import write_dataset
-    from .inferencer import SapiensInferencer
+
+    from .inferencers import SapiensInferencer
 
     unknown = set(settings.tasks) - set(DEMO_TASKS)
     if unknown or not settings.tasks:

@@ -174,7 +174,7 @@ def main(argv: Optional[Sequence[str]] = None,
     args = build_parser(prog).parse_args(argv)
     from mmengine.logging import print_log
 
-    from .inferencer import SapiensInferencer
+    from .inferencers import SapiensInferencer
     bboxes = _load_bboxes(args.bboxes)
     if not (args.no_save_pred and args.no_save_vis):
         from sapiens_mm.engine.fileio import ensure_writable_dir

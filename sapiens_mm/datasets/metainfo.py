@@ -2,14 +2,17 @@
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Dict, Literal
 
 DATA_DIR = Path(__file__).resolve().parents[1] / 'data'
 
 __all__ = [
-    'DATA_DIR', 'load_goliath_keypoints', 'load_body_part_classes',
-    'load_keypoint_formats'
+    'DATA_DIR', 'BODY_PART_VOCABS', 'load_goliath_keypoints',
+    'load_body_part_classes', 'vocab_for_num_classes', 'load_keypoint_formats'
 ]
+
+#: Number of classes -> body-part vocabulary in ``body_part_classes.json``.
+BODY_PART_VOCABS: Dict[int, str] = {28: 'goliath_28', 20: 'lip_cihp_20'}
 
 
 @lru_cache(maxsize=None)
@@ -32,6 +35,20 @@ def load_body_part_classes(
         raise KeyError(f'Unknown vocabulary {vocab!r}; choose from '
                        f'{sorted(data)}.')
     return data[vocab]
+
+
+def vocab_for_num_classes(num_classes: int) -> str:
+    """Body-part vocabulary of a segmentation model with ``num_classes``.
+
+    Raises:
+        ValueError: No shipped vocabulary has that many classes.
+    """
+    if num_classes not in BODY_PART_VOCABS:
+        raise ValueError(
+            f'No body-part vocabulary has {num_classes} classes; the shipped '
+            f'ones have {sorted(BODY_PART_VOCABS)} '
+            f'({list(BODY_PART_VOCABS.values())}).')
+    return BODY_PART_VOCABS[num_classes]
 
 
 @lru_cache(maxsize=None)

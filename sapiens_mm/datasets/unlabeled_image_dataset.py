@@ -6,73 +6,18 @@ itself, so that a file that cannot be read (corrupt, truncated, not an image,
 deleted since the scan) is skipped, counted and logged instead of stopping a
 run that may last weeks.
 """
-import io
-import os
 import os.path as osp
-from typing import Dict, Iterable, List, Literal, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, List, Literal, Optional, Sequence, Set, Union
 
-import cv2
-import numpy as np
 from mmcv.transforms import LoadImageFromFile
 from mmengine.dataset import BaseDataset
-from mmengine.fileio import get as get_bytes
 from mmengine.logging import print_log
 from mmpretrain.registry import DATASETS
-from PIL import Image, ImageOps
 
-__all__ = [
-    'IMAGE_EXTENSIONS', 'UnreadableImageError', 'list_images',
-    'read_image', 'read_manifest', 'UnlabeledImageDataset'
-]
+from sapiens_mm.utils.image_io import (IMAGE_EXTENSIONS, UnreadableImageError,
+                                       list_images, read_image)
 
-#: File name endings (case-insensitive) treated as images.
-IMAGE_EXTENSIONS: Tuple[str, ...] = ('.jpg', '.jpeg', '.png', '.webp')
-
-
-class UnreadableImageError(OSError):
-    """An image file that is missing, corrupt, truncated or not an image."""
-
-
-def list_images(root: str,
-                extensions: Sequence[str] = IMAGE_EXTENSIONS,
-                exclude: Iterable[str] = ()) -> List[str]:
-    """Find the images under ``root`` recursively.
-
-    Args:
-        root: Folder to scan (symlinked folders are followed).
-        extensions: File name endings to accept, compared case-insensitively.
-        exclude: Folders (absolute or relative to the working directory)
-            whose contents are skipped, e.g. an output folder inside
-            ``root``.
-
-    Returns:
-        Sorted paths relative to ``root``, with ``/`` separators.
-
-    Raises:
-        FileNotFoundError: ``root`` is not a folder.
-    """
-    if not osp.isdir(root):
-        raise FileNotFoundError(
-            f'Image folder not found: {root}. Pass the folder that holds the '
-            'images (it is scanned recursively).')
-    exts = tuple(e.lower() for e in extensions)
-    skip = {osp.realpath(p) for p in exclude}
-    found = []
-    seen = {osp.realpath(root)}  # guards against symlink loops
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        keep = []
-        for d in sorted(dirnames):
-            real = osp.realpath(osp.join(dirpath, d))
-            if real not in skip and real not in seen:
-                seen.add(real)
-                keep.append(d)
-        dirnames[:] = keep
-        rel_dir = osp.relpath(dirpath, root)
-        for name in filenames:
-            if name.lower().endswith(exts):
-                rel = name if rel_dir == '.' else osp.join(rel_dir, name)
-                found.append(rel.replace(os.sep, '/'))
-    return sorted(found)
+__all__ = ['read_manifest', 'UnlabeledImageDataset']
 
 
 def read_manifest(path: str) -> List[str]:
@@ -90,54 +35,6 @@ def read_manifest(path: str) -> List[str]:
         lines = [line.strip() for line in f]
     return [line for line in lines if line and not line.startswith('#')]
 
-
-def _decode_pillow(content: bytes) -> np.ndarray:
-    with Image.open(io.BytesIO(content)) as img:
-        img = ImageOps.exif_transpose(img)
-        # convert() decodes the whole file: a truncated file raises OSError
-        # here (unless PIL.ImageFile.LOAD_TRUNCATED_IMAGES was turned on).
-        rgb = np.asarray(img.convert('RGB'))
-    return np.ascontiguousarray(rgb[..., ::-1])
-
-
-def _decode_cv2(content: bytes) -> np.ndarray:
-    img = cv2.imdecode(np.frombuffer(content, np.uint8), cv2.IMREAD_COLOR)
-    if img is None:
-        raise ValueError('OpenCV could not decode the file')
-    return img
-
-
-def read_image(path: str,
-               backend: Literal['pillow', 'cv2'] = 'pillow',
-               backend_args: Optional[dict] = None) -> np.ndarray:
-    """Read an image as a BGR uint8 array, or raise
-    :class:`UnreadableImageError`.
-
-    Args:
-        path: File path (or any URI mmengine's file backends accept).
-        backend: ``'pillow'`` (default) also rejects truncated files and
-            applies the EXIF orientation; ``'cv2'`` is faster but decodes a
-            truncated JPEG partially (grey bottom) without an error.
-        backend_args: mmengine file backend arguments.
-
-    Returns:
-        (H, W, 3) uint8 BGR image. Grey images are expanded to 3 channels and
-        an alpha channel is dropped.
-    """
-    try:
-        content = get_bytes(path, backend_args=backend_args)
-    except Exception as e:  # missing file, permission, remote backend error
-        raise UnreadableImageError(f'cannot read {path}: {e}') from e
-    if not content:
-        raise UnreadableImageError(f'{path} is an empty file')
-    try:
-        img = (_decode_pillow if backend == 'pillow' else _decode_cv2)(content)
-    except Exception as e:  # PIL raises OSError, SyntaxError, ValueError...
-        raise UnreadableImageError(f'cannot decode {path}: {e}') from e
-    if img.ndim != 3 or img.shape[0] == 0 or img.shape[1] == 0:
-        raise UnreadableImageError(
-            f'{path} decoded to an empty image {img.shape}')
-    return img
 
 
 @DATASETS.register_module()

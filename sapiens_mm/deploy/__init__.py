@@ -1,15 +1,18 @@
 """Deployment: export task models to ONNX / ``torch.export`` and run the
-exported files (see the README, "Deployment")."""
+exported files (see the README, "Deployment").
+
+Models are built by :func:`sapiens_mm.apis.inference.init_model`; this
+package depends on :mod:`sapiens_mm.apis.inference` only.
+"""
 from .export import (
                      DEFAULT_OPSET,
                      MIN_OPSET,
                      OUTPUT_NAMES,
                      SapiensExportModule,
-                     build_task_model,
+                     check_test_cfg,
                      export_metadata,
                      export_model,
                      read_metadata,
-                     set_input_size,
 )
 from .runtime import (
                      EXPORTED_SUFFIXES,
@@ -23,9 +26,8 @@ from .safe_load import (UnsafeModelError, check_pt2_archive,
 
 __all__ = [
     'DEFAULT_OPSET', 'MIN_OPSET', 'OUTPUT_NAMES', 'SapiensExportModule',
-    'build_task_model', 'export_metadata', 'export_model', 'read_metadata',
-    'set_input_size', 'EXPORTED_SUFFIXES', 'ExportedModel',
-    'is_exported_model', 'postprocess_dense', 'postprocess_pose',
-    'UnsafeModelError', 'check_pt2_archive', 'config_from_data',
-    'config_to_data'
+    'check_test_cfg', 'export_metadata', 'export_model', 'read_metadata',
+    'EXPORTED_SUFFIXES', 'ExportedModel', 'is_exported_model',
+    'postprocess_dense', 'postprocess_pose', 'UnsafeModelError',
+    'check_pt2_archive', 'config_from_data', 'config_to_data'
 ]

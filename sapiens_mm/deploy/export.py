@@ -34,15 +34,18 @@ from typing import Dict, List, Literal, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn as nn
 from mmengine.config import Config
-from mmengine.logging import print_log
-from mmengine.registry import DefaultScope
+
+from sapiens_mm.apis.inference import (find_pipeline_step, init_model,
+                                       load_config, pose_dataset_meta,
+                                       seg_dataset_meta, set_input_size,
+                                       skeleton_name, task_of_config)
 
 from .safe_load import UnsafeModelError, config_to_data
 
 __all__ = [
-    'SapiensExportModule', 'build_task_model', 'set_input_size',
-    'export_metadata', 'export_model', 'read_metadata', 'MIN_OPSET',
-    'DEFAULT_OPSET', 'OUTPUT_NAMES'
+    'SapiensExportModule', 'check_test_cfg', 'export_metadata',
+    'export_model', 'read_metadata', 'MIN_OPSET', 'DEFAULT_OPSET',
+    'OUTPUT_NAMES'
 ]
 
 #: Oldest ONNX opset supported (torch's dynamo exporter writes opset 18
@@ -59,7 +62,6 @@ INPUT_NAME = 'images'
 #: config_to_data`); 1 stored Python text, which is no longer executed.
 METADATA_VERSION = 2
 _PT2_EXTRA = 'sapiens_mm.json'
-_SCOPES = dict(pose='mmpose', seg='mmseg', depth='mmseg', normal='mmseg')
 _OUTPUT_MEANING = dict(
     pose='heatmaps (N, K, H/stride, W/stride), one per keypoint; decode '
     'with the codec (argmax + DARK-UDP refinement), then map from the crop '
@@ -73,67 +75,6 @@ _OUTPUT_MEANING = dict(
     'size, then divide by the L2 norm over the 3 channels')
 
 
-def _task_of(cfg: Config) -> str:
-    from sapiens_mm.apis.inferencer import task_of_config
-    return task_of_config(cfg)
-
-
-def build_task_model(
-        config: Union[str, Config],
-        checkpoint: Optional[str] = None) -> Tuple[str, Config, nn.Module]:
-    """Build a task model from its config and load its weights.
-
-    Args:
-        config: Config file or :class:`~mmengine.config.Config` of a pose,
-            seg, depth or normal model.
-        checkpoint: Weights, read by :func:`sapiens_mm.checkpoint.
-            load_checkpoint` (strict). None keeps the config's
-            initialisation (random weights for a ``init_cfg=None`` backbone).
-
-    Returns:
-        ``(task, cfg, model)`` with the model in eval mode on the CPU.
-
-    Raises:
-        FileNotFoundError: The config or checkpoint does not exist.
-        ValueError: The config is not a Sapiens task model.
-    """
-    import sapiens_mm  # noqa: F401  (registers the modules)
-    from sapiens_mm.checkpoint import load_checkpoint
-    if not isinstance(config, Config):
-        if not osp.isfile(str(config)):
-            raise FileNotFoundError(f'Config not found: {config}')
-        config = Config.fromfile(str(config))
-    cfg = copy.deepcopy(config)
-    task = _task_of(cfg)
-    if checkpoint is not None:
-        if not osp.isfile(str(checkpoint)):
-            raise FileNotFoundError(f'Checkpoint not found: {checkpoint}')
-        # the checkpoint holds the backbone: no pretrained init needed
-        cfg.model.backbone.init_cfg = None
-    with DefaultScope.overwrite_default_scope(_SCOPES[task]):
-        if task == 'pose':
-            from mmpose.registry import MODELS
-        else:
-            from mmseg.registry import MODELS
-        model = MODELS.build(cfg.model)
-    if checkpoint is not None:
-        load_checkpoint(model, str(checkpoint), strict=True)
-    else:
-        print_log(
-            f'No checkpoint for the {task} model: it keeps its initial '
-            '(random) weights.',
-            logger='current',
-            level=30)
-    return task, cfg, model.eval()
-
-
-def _find_step(pipeline: List[dict], name: str) -> Optional[dict]:
-    for step in pipeline:
-        if str(step['type']).split('.')[-1] == name:
-            return step
-    return None
-
-
 def _model_input_size(cfg: Config, task: str) -> Tuple[int, int]:
     """(H, W) the test pipeline feeds the model."""
     if task == 'pose':
@@ -145,59 +86,6 @@ def _model_input_size(cfg: Config, task: str) -> Tuple[int, int]:
             'The config\'s data_preprocessor has no `size`: the exported '
             'graph needs a fixed input size; pass input_size=(H, W).')
     return int(size[0]), int(size[1])
-
-
-def set_input_size(cfg: Config, task: str, input_size: Tuple[int,
-                                                             int]) -> Config:
-    """A copy of ``cfg`` whose test pipeline and model run at
-    ``input_size`` (H, W).
-
-    Pose: ``TopdownAffine`` and the codec (``model.head.decoder``, keeping
-    the heatmap stride). Dense tasks: the test pipeline's ``Resize`` and the
-    data preprocessor's ``size``. The backbone keeps its ``img_size`` (and
-    so the checkpoint's position embeddings); they are resized to the new
-    patch grid in the forward pass, as in eager mode.
-
-    Raises:
-        ValueError: A side is not a positive multiple of the patch size and
-            of the heatmap stride, or the test pipeline has no step that sets
-            the size.
-    """
-    cfg = copy.deepcopy(cfg)
-    h, w = (int(v) for v in input_size)
-    patch = int(cfg.model.backbone.get('patch_size', 16))
-    if h <= 0 or w <= 0 or h % patch or w % patch:
-        raise ValueError(
-            f'input_size={input_size} must be positive multiples of the '
-            f'patch size {patch} (H, W), e.g. (1024, 768) or (256, 192).')
-    pipeline = cfg.test_dataloader.dataset.pipeline
-    if task == 'pose':
-        codec = cfg.model.head.decoder
-        (in_w, in_h), (hm_w, hm_h) = codec['input_size'], codec['heatmap_size']
-        stride = in_w // hm_w
-        if in_w != stride * hm_w or in_h != stride * hm_h or h % stride or \
-                w % stride:
-            raise ValueError(
-                f'input_size={input_size} must be a multiple of the heatmap '
-                f'stride {stride}.')
-        codec['input_size'] = (w, h)
-        codec['heatmap_size'] = (w // stride, h // stride)
-        step = _find_step(pipeline, 'TopdownAffine')
-        if step is None:
-            raise ValueError('The pose test pipeline has no TopdownAffine '
-                             'step to set the input size in.')
-        step['input_size'] = (w, h)
-        if 'codec' in cfg:
-            cfg.codec = copy.deepcopy(codec)
-    else:
-        step = _find_step(pipeline, 'Resize')
-        if step is None or step.get('keep_ratio', False):
-            raise ValueError(
-                'The test pipeline needs a Resize(keep_ratio=False) step to '
-                'feed the exported model a fixed input size.')
-        step['scale'] = (w, h)
-        cfg.model.data_preprocessor.size = (h, w)
-    return cfg
 
 
 class SapiensExportModule(nn.Module):
@@ -277,11 +165,21 @@ class SapiensExportModule(nn.Module):
         if pose_flip:
             flipped = flipped.flip(-1)[:, self.flip_indices]
             return (out + flipped) * 0.5
-        return (out + self.model._unflip(flipped)) / 2.0
+        return (out + self.model.unflip(flipped)) / 2.0
 
 
-def _check_test_cfg(task: str, model: nn.Module) -> Tuple[bool, bool]:
-    """-> (pose flip test, dense flip test) from the model's test_cfg."""
+def check_test_cfg(task: str, model: nn.Module) -> Tuple[bool, bool]:
+    """Whether the exported graph holds a flip test, from the model's
+    ``test_cfg``.
+
+    Returns:
+        (pose flip test, dense flip test).
+
+    Raises:
+        ValueError: A test mode the exported graph cannot reproduce (pose
+            flip with ``shift_heatmap`` or another ``flip_mode``, dense
+            ``mode`` other than ``'whole'``).
+    """
     test_cfg = dict(model.test_cfg or {})
     if task == 'pose':
         mode = test_cfg.get('flip_mode', 'heatmap')
@@ -345,13 +243,11 @@ def export_metadata(task: str, cfg: Config, model: nn.Module,
         resize_align_corners=bool(getattr(model, 'align_corners', False)),
     )
     if task == 'pose':
-        from sapiens_mm.apis.inferencer import _TaskModel
-        from sapiens_mm.apis.visualization import skeleton_name
-        dataset_meta = _TaskModel._pose_meta(cfg)
+        dataset_meta = pose_dataset_meta(cfg)
         codec = dict(cfg.model.head.decoder)
         k = int(dataset_meta['num_keypoints'])
         pipeline = cfg.test_dataloader.dataset.pipeline
-        center_scale = _find_step(pipeline, 'GetBBoxCenterScale') or {}
+        center_scale = find_pipeline_step(pipeline, 'GetBBoxCenterScale') or {}
         meta.update(
             num_keypoints=k,
             keypoint_names=[
@@ -374,20 +270,16 @@ def export_metadata(task: str, cfg: Config, model: nn.Module,
         if indices is not None:
             meta['output_keypoint_indices'] = [int(i) for i in indices]
     elif task == 'seg':
-        from sapiens_mm.apis.visualization import vocab_for_num_classes
-        from sapiens_mm.datasets import load_body_part_classes
         num_classes = int(model.decode_head.out_channels)
         meta['num_classes'] = num_classes
         try:
-            vocab = vocab_for_num_classes(num_classes)
-        except ValueError:
-            vocab = None
-        if vocab is not None:
-            classes = load_body_part_classes(vocab)
-            meta.update(
-                vocab=vocab,
-                class_names=list(classes['classes']),
-                palette=[list(map(int, c)) for c in classes['palette']])
+            classes = seg_dataset_meta(num_classes)
+        except ValueError:  # not a shipped vocabulary
+            classes = None
+        if classes is not None:
+            meta.update(vocab=classes['vocab'],
+                        class_names=list(classes['classes']),
+                        palette=classes['palette'])
     meta['config'] = config_to_data(cfg)
     return meta
 
@@ -437,20 +329,17 @@ def export_model(config: Union[str, Config],
     if name is None:
         name = osp.splitext(osp.basename(config))[0] if isinstance(
             config, (str, os.PathLike)) else 'model'
-    if not isinstance(config, Config):
-        if not osp.isfile(str(config)):
-            raise FileNotFoundError(f'Config not found: {config}')
-        config = Config.fromfile(str(config))
-    task = _task_of(config)
+    cfg = load_config(config)
+    task = task_of_config(cfg)
     if input_size is not None:
-        config = set_input_size(config, task, input_size)
-    task, cfg, model = build_task_model(config, checkpoint)
+        cfg = set_input_size(cfg, input_size)
+    model = init_model(cfg, checkpoint)
+    cfg = model.cfg
     size = _model_input_size(cfg, task)
-    pose_flip, dense_flip = _check_test_cfg(task, model)
+    pose_flip, dense_flip = check_test_cfg(task, model)
     flip_indices = None
     if pose_flip:
-        from sapiens_mm.apis.inferencer import _TaskModel
-        flip_indices = _TaskModel._pose_meta(cfg)['flip_indices']
+        flip_indices = pose_dataset_meta(cfg)['flip_indices']
     pre = cfg.model.data_preprocessor
     module = SapiensExportModule(model, task, pre.mean, pre.std,
                                  bool(pre.get('bgr_to_rgb', False)),

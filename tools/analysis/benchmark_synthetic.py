@@ -52,7 +52,7 @@ def main() -> int:
     except ImportError:
         pass
     from sapiens_mm.datasets.synthetic import render_sample
-    from sapiens_mm.datasets.synthetic.writer import _render_and_save
+    from sapiens_mm.datasets.synthetic.writer import render_and_save
 
     size = (args.height, args.width)
     for s in range(5):  # warm-up (caches, lazily built tables)
@@ -80,7 +80,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             for sub in ('images', 'masks', 'depths', 'normals'):
                 os.makedirs(os.path.join(tmp, 'train', sub))
-            wall, cpu = timed(lambda i: _render_and_save(
+            wall, cpu = timed(lambda i: render_and_save(
                 (tmp, 'train', i, 0, size, args.max_people)), args.num)
         print(f'render + write PNG/NPY: {1 / wall:.1f} images/s wall '
               f'({1e3 * wall:.1f} ms/image), {1 / cpu:.1f} images/s CPU '

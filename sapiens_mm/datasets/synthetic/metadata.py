@@ -6,14 +6,10 @@ single source of truth for keypoint order and class ids.
 """
 from __future__ import annotations
 
-import json
 from functools import lru_cache
-from pathlib import Path
 from typing import Dict, List, Tuple
 
-DATA_DIR = Path(__file__).resolve().parents[2] / 'data'
-GOLIATH_JSON = DATA_DIR / 'goliath_keypoints_308.json'
-PART_CLASSES_JSON = DATA_DIR / 'body_part_classes.json'
+from ..metainfo import load_body_part_classes, load_goliath_keypoints
 
 #: COCO-17 keypoint names in the standard COCO order.
 COCO17_NAMES: Tuple[str, ...] = (
@@ -32,8 +28,7 @@ COCO17_SKELETON: Tuple[Tuple[int, int], ...] = (
 @lru_cache(maxsize=None)
 def goliath_meta() -> dict:
     """Return the parsed ``goliath_keypoints_308.json``."""
-    with open(GOLIATH_JSON, encoding='utf-8') as f:
-        return json.load(f)
+    return load_goliath_keypoints()
 
 
 @lru_cache(maxsize=None)
@@ -67,15 +62,14 @@ def coco17_to_goliath() -> Tuple[int, ...]:
 @lru_cache(maxsize=None)
 def part_classes() -> Tuple[str, ...]:
     """Return the 28 ``goliath_28`` body-part class names (0 = Background)."""
-    with open(PART_CLASSES_JSON, encoding='utf-8') as f:
-        return tuple(json.load(f)['goliath_28']['classes'])
+    return tuple(load_body_part_classes('goliath_28')['classes'])
 
 
 @lru_cache(maxsize=None)
 def part_palette() -> Tuple[Tuple[int, int, int], ...]:
     """Return the ``goliath_28`` colour palette (one RGB triple per class)."""
-    with open(PART_CLASSES_JSON, encoding='utf-8') as f:
-        return tuple(tuple(c) for c in json.load(f)['goliath_28']['palette'])
+    return tuple(
+        tuple(c) for c in load_body_part_classes('goliath_28')['palette'])
 
 
 def class_id(name: str) -> int:

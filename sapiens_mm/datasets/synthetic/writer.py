@@ -66,7 +66,7 @@ def _kp_list(kps: np.ndarray) -> List[float]:
     return out
 
 
-def _render_and_save(task: Tuple[str, str, int, int, Tuple[int, int], int]):
+def render_and_save(task: Tuple[str, str, int, int, Tuple[int, int], int]):
     """Render image ``index`` and write its image/mask/depth/normal files."""
     root, split, index, seed, size, max_people = task
     sample = render_sample(sample_seed(seed, split, index), size=size,
@@ -133,8 +133,8 @@ def write_dataset(out_dir: Union[str, Path], num_train: int, num_val: int,
                disable=not progress)
     pool = get_context().Pool(num_workers) if num_workers > 0 else None
     try:
-        it = pool.imap(_render_and_save, tasks, chunksize=4) if pool else \
-            map(_render_and_save, tasks)
+        it = pool.imap(render_and_save, tasks, chunksize=4) if pool else \
+            map(render_and_save, tasks)
         for task, res in zip(tasks, it):
             results[task[1]].append(res)
             bar.update(1)

@@ -9,7 +9,9 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmseg.registry import METRICS
 
-__all__ = ['SapiensDepthMetric', 'align_scale_shift', 'save_prediction']
+__all__ = [
+    'SapiensDepthMetric', 'align_scale_shift', 'save_prediction', 'to_numpy'
+]
 
 
 def align_scale_shift(pred: np.ndarray,
@@ -58,7 +60,8 @@ def save_prediction(output_dir: str, sample: dict, array: np.ndarray,
     return path
 
 
-def _to_numpy(data) -> np.ndarray:
+def to_numpy(data) -> np.ndarray:
+    """A tensor (any device) or array-like as a float64 numpy array."""
     if hasattr(data, 'detach'):
         data = data.detach().cpu().numpy()
     return np.asarray(data, np.float64)
@@ -171,7 +174,7 @@ class SapiensDepthMetric(BaseMetric):
                 (unless ``format_only``) ``gt_depth_map``.
         """
         for sample in data_samples:
-            pred = _to_numpy(sample['pred_depth_map']['data'])
+            pred = to_numpy(sample['pred_depth_map']['data'])
             pred = pred.reshape(pred.shape[-2:])
             if self.output_dir:
                 save_prediction(self.output_dir, sample,
@@ -182,7 +185,7 @@ class SapiensDepthMetric(BaseMetric):
             if 'gt_depth_map' not in sample:
                 raise KeyError('SapiensDepthMetric needs gt_depth_map in the '
                                'samples (or format_only=True).')
-            gt = _to_numpy(sample['gt_depth_map']['data'])
+            gt = to_numpy(sample['gt_depth_map']['data'])
             gt = gt.reshape(gt.shape[-2:])
             if gt.shape != pred.shape:
                 raise ValueError(

@@ -7,7 +7,7 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmseg.registry import METRICS
 
-from .depth_metric import _to_numpy, save_prediction
+from .depth_metric import to_numpy, save_prediction
 
 __all__ = ['SapiensNormalMetric', 'angular_error']
 
@@ -96,7 +96,7 @@ class SapiensNormalMetric(BaseMetric):
                 (3, H, W).
         """
         for sample in data_samples:
-            pred = _to_numpy(sample['pred_normal_map']['data'])
+            pred = to_numpy(sample['pred_normal_map']['data'])
             if self.output_dir:
                 save_prediction(self.output_dir, sample,
                                 pred.transpose(1, 2, 0).astype(np.float32),
@@ -107,7 +107,7 @@ class SapiensNormalMetric(BaseMetric):
             if 'gt_normal_map' not in sample:
                 raise KeyError('SapiensNormalMetric needs gt_normal_map in '
                                'the samples (or format_only=True).')
-            gt = _to_numpy(sample['gt_normal_map']['data'])
+            gt = to_numpy(sample['gt_normal_map']['data'])
             if gt.shape != pred.shape or gt.shape[0] != 3:
                 raise ValueError(
                     f'Prediction {pred.shape} and ground truth {gt.shape} '

@@ -116,7 +116,7 @@ class SapiensDenseEstimator(DepthEstimator):
             sample.set_data({key: PixelData(data=target)})
 
     # ----------------------------------------------------------- inference
-    def _unflip(self, pred: Tensor, direction: str = 'horizontal') -> Tensor:
+    def unflip(self, pred: Tensor, direction: str = 'horizontal') -> Tensor:
         """Map a prediction of a flipped image back to the original frame.
 
         Flips the map and, for normals, negates the X (horizontal flip) or Y
@@ -150,7 +150,7 @@ class SapiensDenseEstimator(DepthEstimator):
         pred = self.encode_decode(inputs, metas)
         if flip:
             flipped = self.encode_decode(inputs.flip(dims=(3, )), metas)
-            pred = (pred + self._unflip(flipped)) / 2.0
+            pred = (pred + self.unflip(flipped)) / 2.0
         return pred
 
     def whole_inference(self, inputs: Tensor, batch_img_metas: List[dict],
@@ -235,7 +235,7 @@ class SapiensDenseEstimator(DepthEstimator):
                     'img_padding_size', meta.get('padding_size', [0] * 4))
                 pred = pred[:, :, top:H - bottom, left:W - right]
                 if meta.get('flip', False):
-                    pred = self._unflip(
+                    pred = self.unflip(
                         pred, meta.get('flip_direction', 'horizontal'))
                 if 'ori_shape' in meta:
                     pred = resize(pred, size=tuple(meta['ori_shape'][:2]),

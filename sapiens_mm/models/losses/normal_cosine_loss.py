@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from mmseg.registry import MODELS
 from torch import Tensor
 
-__all__ = ['NormalCosineLoss', 'valid_normal_mask']
+__all__ = ['NormalCosineLoss', 'check_normal_shapes', 'valid_normal_mask']
 
 
 def valid_normal_mask(target: Tensor, eps: float = 1e-6) -> Tensor:
@@ -24,7 +24,12 @@ def valid_normal_mask(target: Tensor, eps: float = 1e-6) -> Tensor:
     return finite & (length > eps)
 
 
-def _check(pred: Tensor, target: Tensor) -> None:
+def check_normal_shapes(pred: Tensor, target: Tensor) -> None:
+    """Check that ``pred`` and ``target`` are both (N, 3, H, W).
+
+    Raises:
+        ValueError: They are not.
+    """
     if pred.shape != target.shape or pred.ndim != 4 or pred.shape[1] != 3:
         raise ValueError(
             f'Expected pred and target of the same (N, 3, H, W) shape, got '
@@ -66,7 +71,7 @@ class NormalCosineLoss(nn.Module):
         Returns:
             Scalar loss.
         """
-        _check(pred, target)
+        check_normal_shapes(pred, target)
         valid = valid_normal_mask(target, self.eps)
         if not valid.any():
             return pred.sum() * 0.0

@@ -3,7 +3,7 @@ import torch.nn as nn
 from mmseg.registry import MODELS
 from torch import Tensor
 
-from .normal_cosine_loss import _check, valid_normal_mask
+from .normal_cosine_loss import check_normal_shapes, valid_normal_mask
 
 __all__ = ['NormalL1Loss']
 
@@ -43,7 +43,7 @@ class NormalL1Loss(nn.Module):
         Returns:
             Scalar loss.
         """
-        _check(pred, target)
+        check_normal_shapes(pred, target)
         valid = valid_normal_mask(target, self.eps)
         if not valid.any():
             return pred.sum() * 0.0

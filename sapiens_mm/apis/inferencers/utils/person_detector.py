@@ -1,30 +1,38 @@
-"""Person boxes for top-down pose estimation.
+"""Person detectors: the one detector family of sapiens_mm.
 
-Three sources, from the most to the least accurate:
+Used for the person boxes of top-down pose (:func:`select_person_boxes`)
+and by the pretraining data curation (:mod:`sapiens_mm.apis.curation`).
+Every detector maps a BGR image to ``(boxes (N, 4) xyxy, scores (N,))``:
 
 * :class:`MMDetPersonDetector`: any mmdet detector from a config and a
   checkpoint (the official Sapiens demo uses RTMDet-m person,
   ``rtmdet_m_640-8xb32_coco-person_no_nms.py`` +
-  ``rtmdet_m_8xb32-100e_coco-obj365-person-235e8209.pth``).
+  ``rtmdet_m_8xb32-100e_coco-obj365-person-235e8209.pth``); scores are
+  class probabilities.
 * :class:`OpenCVPersonDetector`: OpenCV's built-in HOG pedestrian detector
   or the full-body Haar cascade shipped in ``cv2.data``: no download, works
   offline, but only finds upright, fully visible people of a reasonable
   size.
-* The whole image (when nothing is found), as in the official demos.
+* :class:`OpenCVFaceDetector`: OpenCV's frontal-face cascade (no download);
+  finds people by their face, its box is the face box and its score the
+  number of merged cascade windows (not a probability).
 
-:func:`select_person_boxes` applies that fallback order (user boxes, if
-given, come first), the score threshold and NMS.
+For pose, when nothing is found, the whole image is the person box, as in
+the official demos. :func:`select_person_boxes` applies that fallback order
+(user boxes, if given, come first), the score threshold and NMS (mmcv's).
 """
+import os.path as osp
 from abc import ABCMeta, abstractmethod
-from typing import Literal, Optional, Tuple, Union
+from typing import List, Literal, Optional, Tuple, Union
 
 import cv2
 import numpy as np
+import torch
 
 __all__ = [
-    'PersonDetector', 'OpenCVPersonDetector', 'MMDetPersonDetector',
-    'build_person_detector', 'nms', 'filter_boxes', 'select_person_boxes',
-    'whole_image_box'
+    'PersonDetector', 'OpenCVPersonDetector', 'OpenCVFaceDetector',
+    'MMDetPersonDetector', 'build_person_detector', 'nms', 'filter_boxes',
+    'select_person_boxes', 'whole_image_box', 'boxes_per_input'
 ]
 
 BoxesScores = Tuple[np.ndarray, np.ndarray]
@@ -35,7 +43,7 @@ def _empty() -> BoxesScores:
 
 
 def nms(boxes: np.ndarray, scores: np.ndarray, iou_thr: float) -> np.ndarray:
-    """Greedy non-maximum suppression.
+    """Greedy non-maximum suppression (``mmcv.ops.nms``, as mmdet uses).
 
     Args:
         boxes: (N, 4) boxes as (x1, y1, x2, y2).
@@ -46,25 +54,13 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_thr: float) -> np.ndarray:
     Returns:
         Indices of the kept boxes, highest score first.
     """
-    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
-    order = np.argsort(-np.asarray(scores, np.float64), kind='stable')
-    areas = np.clip(boxes[:, 2] - boxes[:, 0], 0, None) * np.clip(
-        boxes[:, 3] - boxes[:, 1], 0, None)
-    keep = []
-    while order.size:
-        i = order[0]
-        keep.append(i)
-        rest = order[1:]
-        w = np.clip(
-            np.minimum(boxes[i, 2], boxes[rest, 2]) -
-            np.maximum(boxes[i, 0], boxes[rest, 0]), 0, None)
-        h = np.clip(
-            np.minimum(boxes[i, 3], boxes[rest, 3]) -
-            np.maximum(boxes[i, 1], boxes[rest, 1]), 0, None)
-        inter = w * h
-        iou = inter / np.maximum(areas[i] + areas[rest] - inter, 1e-12)
-        order = rest[iou <= iou_thr]
-    return np.asarray(keep, np.int64)
+    from mmcv.ops import nms as mmcv_nms
+    boxes = torch.as_tensor(np.asarray(boxes, np.float32).reshape(-1, 4))
+    if not len(boxes):
+        return np.zeros(0, np.int64)
+    scores = torch.as_tensor(np.asarray(scores, np.float32).reshape(-1))
+    _, keep = mmcv_nms(boxes, scores, float(iou_thr))
+    return keep.numpy().astype(np.int64)
 
 
 def filter_boxes(boxes: np.ndarray,
@@ -106,7 +102,16 @@ def whole_image_box(img_shape: Tuple[int, int]) -> np.ndarray:
 
 
 class PersonDetector(metaclass=ABCMeta):
-    """Finds people in a BGR image."""
+    """Finds people in a BGR image.
+
+    Attributes:
+        default_score_thr: Score above which a detection is trusted (the
+            scale of the scores differs between detectors).
+        default_min_box_size: Longer box side (pixels) the curation keeps
+            by default.
+    """
+    default_score_thr: float = 0.3
+    default_min_box_size: float = 0.0
 
     @abstractmethod
     def __call__(self, img: np.ndarray) -> BoxesScores:
@@ -119,6 +124,21 @@ class PersonDetector(metaclass=ABCMeta):
             (N, 4) float32 boxes (x1, y1, x2, y2) in image pixels and (N, )
             float32 scores, before any threshold or NMS.
         """
+
+    def describe(self) -> dict:
+        """The settings that change the detections (the curation stores
+        them to check a resumed run uses the same detector)."""
+        return dict(name=type(self).__name__)
+
+
+def _to_boxes(rects, scores, scale: float) -> BoxesScores:
+    """OpenCV (x, y, w, h) rectangles at ``scale`` -> image xyxy boxes."""
+    if len(rects) == 0:
+        return _empty()
+    rects = np.asarray(rects, np.float32).reshape(-1, 4) / scale
+    boxes = np.concatenate([rects[:, :2], rects[:, :2] + rects[:, 2:]],
+                           axis=1)
+    return boxes, np.asarray(scores, np.float32).reshape(-1)
 
 
 class OpenCVPersonDetector(PersonDetector):
@@ -141,13 +161,13 @@ class OpenCVPersonDetector(PersonDetector):
                  method: Literal['hog', 'haar'] = 'hog',
                  max_side: int = 800) -> None:
         if method == 'hog':
-            self._hog = cv2.HOGDescriptor()
-            self._hog.setSVMDetector(
+            self.hog = cv2.HOGDescriptor()
+            self.hog.setSVMDetector(
                 cv2.HOGDescriptor_getDefaultPeopleDetector())
         elif method == 'haar':
             path = cv2.data.haarcascades + 'haarcascade_fullbody.xml'
-            self._cascade = cv2.CascadeClassifier(path)
-            if self._cascade.empty():
+            self.cascade = cv2.CascadeClassifier(path)
+            if self.cascade.empty():
                 raise RuntimeError(f'OpenCV could not read {path}; reinstall '
                                    'opencv-python.')
         else:
@@ -155,6 +175,9 @@ class OpenCVPersonDetector(PersonDetector):
                              'choose "hog" or "haar".')
         self.method = method
         self.max_side = max_side
+
+    def describe(self) -> dict:
+        return dict(name=f'opencv-{self.method}', max_side=self.max_side)
 
     def __call__(self, img: np.ndarray) -> BoxesScores:
         h, w = img.shape[:2]
@@ -165,33 +188,93 @@ class OpenCVPersonDetector(PersonDetector):
             img, (max(1, round(w * scale)), max(1, round(h * scale))),
             interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
         if self.method == 'hog':
-            rects, weights = self._hog.detectMultiScale(
+            rects, weights = self.hog.detectMultiScale(
                 small, winStride=(8, 8), padding=(8, 8), scale=1.05)
         else:
             gray = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
-            rects, _, weights = self._cascade.detectMultiScale3(
+            rects, _, weights = self.cascade.detectMultiScale3(
                 gray, scaleFactor=1.1, minNeighbors=3,
                 outputRejectLevels=True)
-        if len(rects) == 0:
-            return _empty()
-        rects = np.asarray(rects, np.float32).reshape(-1, 4) / scale
-        boxes = np.concatenate([rects[:, :2], rects[:, :2] + rects[:, 2:]],
-                               axis=1)
-        return boxes, np.asarray(weights, np.float32).reshape(-1)
+        return _to_boxes(rects, weights, scale)
+
+
+class OpenCVFaceDetector(PersonDetector):
+    """OpenCV's frontal-face Haar cascade (``haarcascade_frontalface_alt2``,
+    shipped with opencv-python): people found by their face.
+
+    Its box is the face box and its score the number of overlapping raw
+    cascade windows merged into it (OpenCV's "neighbours" count; more votes
+    = more certain), not a probability. Hence its defaults for the
+    curation: at least 15 votes and a face at least 64 px wide (a 64 px
+    face is roughly a 300 px tall upper body). On scikit-image's test
+    pictures the astronaut's face gets 29-36 votes at 0.5x-2x scale, while
+    false detections on textures (gravel, grass, coins) get at most 9.
+
+    Args:
+        max_side: Longer side the image is downscaled to before detection
+            (boxes are reported in original pixels). Defaults to 1024.
+        scale_factor: Cascade pyramid step. Defaults to 1.1.
+        min_neighbors: OpenCV grouping threshold (candidates with fewer
+            merged windows are not reported at all). Defaults to 3.
+    """
+    name = 'opencv-face'
+    cascade_file = 'haarcascade_frontalface_alt2.xml'
+    default_score_thr = 15.0
+    default_min_box_size = 64.0
+
+    def __init__(self,
+                 max_side: int = 1024,
+                 scale_factor: float = 1.1,
+                 min_neighbors: int = 3) -> None:
+        path = osp.join(cv2.data.haarcascades, self.cascade_file)
+        self.cascade = cv2.CascadeClassifier(path)
+        if self.cascade.empty():
+            raise RuntimeError(
+                f'Could not load the OpenCV cascade {path}; reinstall '
+                'opencv-python, or pass an mmdet detector config and '
+                'checkpoint.')
+        self.max_side = max_side
+        self.scale_factor = scale_factor
+        self.min_neighbors = min_neighbors
+
+    def describe(self) -> dict:
+        return dict(name=self.name,
+                    cascade=self.cascade_file,
+                    max_side=self.max_side,
+                    scale_factor=self.scale_factor,
+                    min_neighbors=self.min_neighbors)
+
+    def __call__(self, img: np.ndarray) -> BoxesScores:
+        gray = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+        scale = min(1.0, self.max_side / max(gray.shape[:2]))
+        if scale < 1:
+            gray = cv2.resize(gray, None, fx=scale, fy=scale,
+                              interpolation=cv2.INTER_AREA)
+        rects, votes = self.cascade.detectMultiScale2(
+            gray, scaleFactor=self.scale_factor,
+            minNeighbors=self.min_neighbors)
+        return _to_boxes(rects, votes, scale)
 
 
 class MMDetPersonDetector(PersonDetector):
     """An mmdet detector, keeping one category (person).
 
     Args:
-        config: mmdet config file (or Config).
-        checkpoint: Its weights, read through
-            :func:`sapiens_mm.checkpoint.load_checkpoint`. None keeps random
-            weights (only useful for tests).
+        config: mmdet config file (or Config), e.g. RTMDet-m person
+            (``rtmdet_m_640-8xb32_coco-person.py``).
+        checkpoint: Its weights, read by ``mmdet.apis.init_detector``
+            through mmengine, whose local-file loading sapiens_mm routes
+            through its safe loader. None keeps random weights (only useful
+            for tests).
         device: Torch device.
         cat_id: Category index of "person" in the detector's classes.
             Defaults to 0 (COCO and the Sapiens RTMDet person detector).
+
+    Scores are the detector's class scores in [0, 1]; the curation
+    defaults follow the Sapiens paper (score above 0.9, box above 300 px).
     """
+    default_score_thr = 0.9
+    default_min_box_size = 300.0
 
     def __init__(self,
                  config,
@@ -204,28 +287,35 @@ class MMDetPersonDetector(PersonDetector):
             raise ImportError(
                 'An mmdet detector config was given but mmdet cannot be '
                 f'imported ({e}). Install it with `mim install "mmdet>=3.1"`'
-                ' or use the built-in detector (detector="hog").') from e
+                ' or use a built-in detector (detector="hog").') from e
         from mmengine.registry import DefaultScope
 
-        from sapiens_mm.checkpoint import load_checkpoint
+        import sapiens_mm  # noqa: F401  (safe checkpoint loading)
+        for path, what in ((config, 'config'), (checkpoint, 'checkpoint')):
+            if isinstance(path, str) and not osp.isfile(path):
+                raise FileNotFoundError(f'Detector {what} not found: {path}')
+        self.config, self.checkpoint = config, checkpoint
         with DefaultScope.overwrite_default_scope('mmdet'):
-            self.model = init_detector(config, None, device=device)
-        if checkpoint is not None:
-            ckpt = load_checkpoint(self.model, checkpoint, strict=False)
-            meta = ckpt.get('meta', {}) if isinstance(ckpt, dict) else {}
-            if 'dataset_meta' in meta:
-                self.model.dataset_meta = meta['dataset_meta']
+            self.model = init_detector(config, checkpoint, device=device)
         self.cat_id = cat_id
+
+    def describe(self) -> dict:
+        def where(f):
+            return osp.abspath(f) if isinstance(f, str) else repr(f)
+
+        return dict(name='mmdet',
+                    config=where(self.config),
+                    checkpoint=where(self.checkpoint),
+                    person_label=self.cat_id)
 
     def __call__(self, img: np.ndarray) -> BoxesScores:
         from mmdet.apis import inference_detector
         from mmengine.registry import DefaultScope
         with DefaultScope.overwrite_default_scope('mmdet'):
             pred = inference_detector(self.model, img).pred_instances
-        pred = pred.cpu().numpy()
         keep = pred.labels == self.cat_id
-        return (pred.bboxes[keep].astype(np.float32),
-                pred.scores[keep].astype(np.float32))
+        return (pred.bboxes[keep].cpu().numpy().astype(np.float32),
+                pred.scores[keep].cpu().numpy().astype(np.float32))
 
 
 def build_person_detector(detector: Union[str, PersonDetector, None] = 'hog',
@@ -233,13 +323,13 @@ def build_person_detector(detector: Union[str, PersonDetector, None] = 'hog',
                           det_checkpoint: Optional[str] = None,
                           device: str = 'cpu',
                           det_cat_id: int = 0) -> Optional[PersonDetector]:
-    """Build the person detector of the pose task.
+    """Build a person detector.
 
     Args:
-        detector: ``'hog'`` or ``'haar'`` (built-in OpenCV detectors),
-            ``'none'`` / None (no detector: user boxes or the whole image),
-            or a :class:`PersonDetector`. Ignored when ``det_config`` is
-            given.
+        detector: ``'hog'`` or ``'haar'`` (:class:`OpenCVPersonDetector`),
+            ``'face'`` (:class:`OpenCVFaceDetector`), ``'none'`` / None (no
+            detector: user boxes or the whole image), or a
+            :class:`PersonDetector`. Ignored when ``det_config`` is given.
         det_config: mmdet config; with ``det_checkpoint``, takes priority.
         det_checkpoint: mmdet checkpoint.
         device: Torch device of the mmdet model.
@@ -247,6 +337,10 @@ def build_person_detector(detector: Union[str, PersonDetector, None] = 'hog',
 
     Returns:
         The detector, or None for no detector.
+
+    Raises:
+        ValueError: An unknown detector, or ``det_checkpoint`` without
+            ``det_config``.
     """
     if det_config is not None:
         return MMDetPersonDetector(det_config, det_checkpoint, device,
@@ -260,9 +354,11 @@ def build_person_detector(detector: Union[str, PersonDetector, None] = 'hog',
         return None
     if detector in ('hog', 'haar'):
         return OpenCVPersonDetector(detector)
+    if detector == 'face':
+        return OpenCVFaceDetector()
     raise ValueError(f'Unknown detector {detector!r}: use "hog", "haar", '
-                     '"none", a PersonDetector, or det_config/det_checkpoint '
-                     'for an mmdet detector.')
+                     '"face", "none", a PersonDetector, or det_config / '
+                     'det_checkpoint for an mmdet detector.')
 
 
 def select_person_boxes(
@@ -316,3 +412,37 @@ def select_person_boxes(
         if len(boxes):
             return boxes, scores, 'detector'
     return whole_image_box(shape), np.ones(1, np.float32), 'whole_image'
+
+
+def boxes_per_input(bboxes, num_inputs: int) -> List[Optional[np.ndarray]]:
+    """The user's person boxes of each of ``num_inputs`` inputs.
+
+    Args:
+        bboxes: None; one N x 4 (x1, y1, x2, y2) or N x 5 (+ score) array
+            used for every input; or a list with one such array (or None)
+            per input.
+        num_inputs: Number of inputs.
+
+    Returns:
+        One float32 array (or None) per input.
+
+    Raises:
+        ValueError: Another layout.
+    """
+    if bboxes is None:
+        return [None] * num_inputs
+    try:
+        arr = np.asarray(bboxes, np.float32)
+    except ValueError:  # ragged: one entry per input
+        arr = None
+    if arr is not None and (arr.ndim == 2 or
+                            (arr.ndim == 1 and arr.size in (4, 5))):
+        return [arr.reshape(-1, arr.shape[-1])] * num_inputs
+    if isinstance(bboxes, (list, tuple)) and len(bboxes) == num_inputs:
+        return [
+            None if b is None else np.asarray(b, np.float32) for b in bboxes
+        ]
+    raise ValueError(
+        'bboxes must be one N x 4 (x1, y1, x2, y2) or N x 5 array used '
+        f'for every input, or a list of {num_inputs} such arrays (or '
+        'None), one per input.')

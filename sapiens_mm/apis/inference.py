@@ -1,0 +1,352 @@
+"""Build Sapiens task models: the one builder, task detection and metadata.
+
+:func:`init_model` is the single way sapiens_mm builds a pose, seg, depth or
+normal model from a config (and loads its weights): the inferencers, the
+exporter (:mod:`sapiens_mm.deploy`) and the benchmark all call it. Like
+``mmpose.apis.init_model`` / ``mmseg.apis.init_model`` it returns the model
+in eval mode with ``model.cfg`` and ``model.dataset_meta`` set, so stock
+OpenMMLab visualisers and inferencers can use it too.
+
+Example:
+    >>> from sapiens_mm.apis import init_model
+    >>> model = init_model(
+    ...     'configs/seg/goliath/sapiens_0.3b-200e_goliath-1024x768.py',
+    ...     'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth')
+    >>> model.dataset_meta['classes'][:2]
+    ('Background', 'Apparel')
+"""
+import contextlib
+import copy
+import os.path as osp
+import re
+from pathlib import Path
+from typing import Dict, List, Literal, Mapping, Optional, Tuple, Union
+
+import torch
+import torch.nn as nn
+from mmengine.config import Config
+from mmengine.logging import print_log
+from mmengine.registry import DefaultScope
+
+__all__ = [
+    'TASKS', 'TASK_SCOPES', 'DTYPES', 'Task', 'load_config', 'task_of_config',
+    'init_model', 'dataset_meta_of_config', 'pose_dataset_meta',
+    'seg_dataset_meta', 'skeleton_name', 'inference_pipeline',
+    'find_pipeline_step', 'set_input_size', 'autocast'
+]
+
+Task = Literal['pose', 'seg', 'depth', 'normal']
+#: Tasks in the order the inferencer runs them (segmentation first: it
+#: masks depth / normals).
+TASKS: Tuple[str, ...] = ('seg', 'depth', 'normal', 'pose')
+#: The OpenMMLab registry scope that builds each task's model.
+TASK_SCOPES: Dict[str, str] = dict(pose='mmpose',
+                                   seg='mmseg',
+                                   depth='mmseg',
+                                   normal='mmseg')
+#: Names accepted for the inference precision.
+DTYPES: Dict[str, torch.dtype] = {
+    'fp32': torch.float32,
+    'float32': torch.float32,
+    'bf16': torch.bfloat16,
+    'bfloat16': torch.bfloat16,
+    'fp16': torch.float16,
+    'float16': torch.float16,
+}
+
+ConfigType = Union[str, Path, Config]
+
+
+def load_config(config: ConfigType,
+                cfg_options: Optional[dict] = None) -> Config:
+    """A copy of ``config`` (a file or a :class:`~mmengine.config.Config`)
+    with ``cfg_options`` merged in.
+
+    Raises:
+        FileNotFoundError: The config file does not exist.
+        TypeError: ``config`` is neither a path nor a Config.
+    """
+    if isinstance(config, Config):
+        cfg = copy.deepcopy(config)
+    elif isinstance(config, (str, Path)):
+        path = osp.expanduser(str(config))
+        if not osp.isfile(path):
+            raise FileNotFoundError(f'Config not found: {path}')
+        cfg = Config.fromfile(path)
+    else:
+        raise TypeError(f'config must be a file path or a Config, got '
+                        f'{type(config).__name__}.')
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    return cfg
+
+
+def task_of_config(cfg: Config) -> str:
+    """The task of a model config: ``TopdownPoseEstimator`` is pose,
+    ``EncoderDecoder`` is seg, ``SapiensDenseEstimator`` is its ``task``.
+
+    Raises:
+        ValueError: Another model type.
+    """
+    model_type = str(cfg.model.get('type', '')).split('.')[-1]
+    if model_type == 'TopdownPoseEstimator':
+        return 'pose'
+    if model_type == 'EncoderDecoder':
+        return 'seg'
+    if model_type == 'SapiensDenseEstimator':
+        return cfg.model.get('task', 'depth')
+    raise ValueError(
+        f'Config model type {model_type!r} is not a Sapiens task model; '
+        'expected TopdownPoseEstimator (pose), EncoderDecoder (seg) or '
+        'SapiensDenseEstimator (depth / normal).')
+
+
+# ---------------------------------------------------------------- metadata
+def pose_dataset_meta(cfg: Config) -> dict:
+    """Parsed keypoint metainfo of a pose config's dataset (names, flip
+    indices, skeleton, colours), as ``mmpose`` datasets expose it.
+
+    The test, then val, then train dataset is read: its ``metainfo`` entry,
+    else its registered class's ``METAINFO``.
+
+    Raises:
+        ValueError: No dataset of the config tells the keypoints.
+    """
+    import mmpose.datasets  # noqa: F401  (registers the datasets)
+    from mmpose.datasets.datasets.utils import parse_pose_metainfo
+    from mmpose.registry import DATASETS
+    for split in ('test_dataloader', 'val_dataloader', 'train_dataloader'):
+        dataset = cfg.get(split, {}).get('dataset')
+        if not dataset:
+            continue
+        if 'metainfo' in dataset:
+            return parse_pose_metainfo(dict(dataset['metainfo']))
+        with DefaultScope.overwrite_default_scope('mmpose'):
+            dataset_cls = dataset['type'] if isinstance(
+                dataset['type'], type) else DATASETS.get(dataset['type'])
+        if dataset_cls is not None:
+            return parse_pose_metainfo(dict(dataset_cls.METAINFO))
+    raise ValueError(
+        'Cannot read the keypoint metainfo (names, flip pairs, skeleton) '
+        'of the pose config: its test_dataloader.dataset needs a '
+        'registered mmpose dataset type or a `metainfo` entry.')
+
+
+def seg_dataset_meta(num_classes: int) -> dict:
+    """``classes``, ``palette`` and ``vocab`` of a body-part model with
+    ``num_classes`` outputs (the shipped vocabularies).
+
+    Raises:
+        ValueError: No shipped vocabulary has that many classes.
+    """
+    from sapiens_mm.datasets.metainfo import (load_body_part_classes,
+                                              vocab_for_num_classes)
+    vocab = vocab_for_num_classes(int(num_classes))
+    info = load_body_part_classes(vocab)
+    return dict(classes=tuple(info['classes']),
+                palette=[list(map(int, c)) for c in info['palette']],
+                vocab=vocab)
+
+
+def _seg_num_classes(cfg: Config) -> int:
+    head = cfg.model.decode_head
+    return int(head.get('num_classes', head.get('out_channels', 0)))
+
+
+def dataset_meta_of_config(cfg: Config) -> dict:
+    """The ``dataset_meta`` a model of ``cfg`` carries: keypoint metainfo
+    (pose), classes / palette (seg), the task name (depth, normal)."""
+    task = task_of_config(cfg)
+    if task == 'pose':
+        return pose_dataset_meta(cfg)
+    if task == 'seg':
+        try:
+            return seg_dataset_meta(_seg_num_classes(cfg))
+        except ValueError:  # a custom vocabulary: the dataset's classes
+            dataset = cfg.get('test_dataloader', {}).get('dataset', {})
+            classes = dataset.get('metainfo', {}).get('classes')
+            return dict(classes=tuple(classes)) if classes else {}
+    return dict(task=task)
+
+
+def skeleton_name(dataset_meta: dict) -> str:
+    """Name of a pose skeleton: the metainfo's ``dataset_name`` (``'coco'``,
+    ``'coco_wholebody'``, ``'goliath'``) or ``'<K>_keypoints'``."""
+    name = dataset_meta.get('dataset_name')
+    return str(name) if name else f'{dataset_meta["num_keypoints"]}_keypoints'
+
+
+# ------------------------------------------------------------------ model
+def init_model(config: ConfigType,
+               checkpoint: Union[str, Path, Mapping[str, torch.Tensor],
+                                 None] = None,
+               device: Union[str, torch.device] = 'cpu',
+               cfg_options: Optional[dict] = None) -> nn.Module:
+    """Build a Sapiens task model from its config and load its weights.
+
+    Args:
+        config: Config file or :class:`~mmengine.config.Config` of a pose,
+            seg, depth or normal model (not modified).
+        checkpoint: Weights: a checkpoint file, read through
+            :func:`sapiens_mm.checkpoint.load_checkpoint` (safe unpickling,
+            strict keys), or a state dict already read. None keeps the
+            config's initialisation (random weights for a backbone with
+            ``init_cfg=None``) and logs a warning.
+        device: Where the model goes. Defaults to ``'cpu'``.
+        cfg_options: Overrides merged into the config first.
+
+    Returns:
+        The model in eval mode, with ``model.cfg`` (the config used) and
+        ``model.dataset_meta`` (from the checkpoint's ``meta`` when it
+        carries one, else from the config; see
+        :func:`dataset_meta_of_config`).
+
+    Raises:
+        FileNotFoundError: The config or checkpoint does not exist.
+        ValueError: The config is not a Sapiens task model.
+        RuntimeError: The weights do not fit the model (strict loading).
+    """
+    import sapiens_mm  # noqa: F401  (registers the modules)
+    from sapiens_mm.checkpoint import load_checkpoint, load_state_dict
+    cfg = load_config(config, cfg_options)
+    task = task_of_config(cfg)
+    if isinstance(checkpoint, (str, Path)):
+        checkpoint = osp.expanduser(str(checkpoint))
+        if not osp.isfile(checkpoint):
+            raise FileNotFoundError(f'Checkpoint not found: {checkpoint}')
+    if checkpoint is not None:
+        # the checkpoint holds the backbone: no pretrained init needed
+        cfg.model.backbone.init_cfg = None
+    with DefaultScope.overwrite_default_scope(TASK_SCOPES[task]):
+        if task == 'pose':
+            from mmpose.registry import MODELS
+        else:
+            from mmseg.registry import MODELS
+        model = MODELS.build(cfg.model)
+    meta = None
+    if isinstance(checkpoint, str):
+        loaded = load_checkpoint(model, checkpoint, strict=True)
+        meta = loaded.get('meta', {}).get('dataset_meta') if isinstance(
+            loaded, dict) and isinstance(loaded.get('meta'), dict) else None
+    elif checkpoint is not None:
+        load_state_dict(model, checkpoint, strict=True, source='state dict')
+    else:
+        print_log(
+            f'No checkpoint for the {task} model: it keeps its initial '
+            '(random) weights.',
+            logger='current',
+            level=30)
+    model.cfg = cfg
+    model.dataset_meta = dict(meta) if isinstance(
+        meta, dict) and meta else dataset_meta_of_config(cfg)
+    return model.to(device).eval()
+
+
+# --------------------------------------------------------------- pipeline
+def _step_name(step: dict) -> str:
+    return str(step['type']).split('.')[-1]
+
+
+def inference_pipeline(cfg: Config) -> List[dict]:
+    """The test pipeline of ``cfg`` for images given as arrays.
+
+    Pose keeps the pipeline (mmpose's ``LoadImage`` reads ``results['img']``
+    when set). Dense tasks drop the loading and target steps (they need
+    files and annotations) and start with ``LoadImageFromNDArray``.
+    """
+    steps = copy.deepcopy(cfg.test_dataloader.dataset.pipeline)
+    if task_of_config(cfg) == 'pose':
+        return steps
+    keep = [
+        s for s in steps if not _step_name(s).startswith('Load')
+        and not re.match(r'^Generate\w*Target$', _step_name(s))
+    ]
+    return [dict(type='LoadImageFromNDArray')] + keep
+
+
+def find_pipeline_step(pipeline: List[dict], name: str) -> Optional[dict]:
+    """The first step of ``pipeline`` whose type is ``name`` (a scope
+    prefix such as ``mmpose.`` is ignored), or None."""
+    for step in pipeline:
+        if _step_name(step) == name:
+            return step
+    return None
+
+
+def set_input_size(cfg: Config,
+                   input_size: Tuple[int, int],
+                   train: bool = False) -> Config:
+    """A copy of ``cfg`` whose model runs at ``input_size`` (H, W).
+
+    Always: pose ``TopdownAffine`` of the test pipeline and the codec
+    (``model.head.decoder``, keeping the heatmap stride); dense tasks the
+    test pipeline's ``Resize`` and the data preprocessor's ``size``. The
+    backbone keeps its ``img_size`` (and so a checkpoint's position
+    embeddings, resized to the new patch grid in the forward pass).
+
+    With ``train``: also the backbone's ``img_size`` and every resize /
+    crop / affine / target step of the training and validation pipelines
+    (for training at that size).
+
+    Raises:
+        ValueError: A side is not a positive multiple of the patch size and
+            of the heatmap stride, or the test pipeline has no step that sets
+            the size.
+    """
+    cfg = copy.deepcopy(cfg)
+    task = task_of_config(cfg)
+    h, w = (int(v) for v in input_size)
+    patch = int(cfg.model.backbone.get('patch_size', 16))
+    if h <= 0 or w <= 0 or h % patch or w % patch:
+        raise ValueError(
+            f'input_size={tuple(input_size)} must be positive multiples of '
+            f'the patch size {patch} (H, W), e.g. (1024, 768) or (256, 192).')
+    pipeline = cfg.test_dataloader.dataset.pipeline
+    if task == 'pose':
+        codec = cfg.model.head.decoder
+        (in_w, in_h), (hm_w, hm_h) = codec['input_size'], codec['heatmap_size']
+        stride = in_w // hm_w
+        if in_w != stride * hm_w or in_h != stride * hm_h or h % stride or \
+                w % stride:
+            raise ValueError(
+                f'input_size={tuple(input_size)} must be a multiple of the '
+                f'heatmap stride {stride}.')
+        codec['input_size'] = (w, h)
+        codec['heatmap_size'] = (w // stride, h // stride)
+        step = find_pipeline_step(pipeline, 'TopdownAffine')
+        if step is None:
+            raise ValueError('The pose test pipeline has no TopdownAffine '
+                             'step to set the input size in.')
+        step['input_size'] = (w, h)
+        if 'codec' in cfg:
+            cfg.codec = copy.deepcopy(codec)
+    else:
+        step = find_pipeline_step(pipeline, 'Resize')
+        if step is None or step.get('keep_ratio', False):
+            raise ValueError(
+                'The test pipeline needs a Resize(keep_ratio=False) step to '
+                'run the model at a fixed input size.')
+        step['scale'] = (w, h)
+        cfg.model.data_preprocessor.size = (h, w)
+    if train:
+        cfg.model.backbone.img_size = (h, w)
+        for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+            loader = cfg.get(key)
+            for t in (loader.dataset.pipeline if loader else []):
+                name = _step_name(t)
+                if name in ('RandomResize', 'Resize'):
+                    t['scale'] = (w, h)
+                elif name == 'RandomCrop':
+                    t['crop_size'] = (h, w)
+                elif name == 'TopdownAffine':
+                    t['input_size'] = (w, h)
+                elif name == 'GenerateTarget':
+                    t['encoder'] = copy.deepcopy(cfg.model.head.decoder)
+    return cfg
+
+
+def autocast(device: Union[str, torch.device], dtype: torch.dtype):
+    """``torch.autocast`` to ``dtype`` on ``device`` (a no-op for fp32)."""
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)

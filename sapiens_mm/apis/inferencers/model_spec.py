@@ -1,0 +1,184 @@
+"""What the user names as models -> (task, config, checkpoint) per task.
+
+A spec is an official Sapiens checkpoint file alone (task and size from its
+name or, failing that, its weights; the shipped config is used), a config
+(file or :class:`~mmengine.config.Config`, random weights), a
+``dict(config=..., checkpoint=...)`` or a ``(config, checkpoint)`` pair. The
+checkpoint may be an exported ``.onnx`` / ``.pt2`` model: its task and
+config are read from the file.
+"""
+import os.path as osp
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Mapping, Optional, Sequence, Union
+
+from mmengine.config import Config
+
+from sapiens_mm.checkpoint import get_state_dict, load_file
+
+from ..inference import TASK_SCOPES, load_config, task_of_config
+from ..model_zoo import (SapiensModelInfo, parse_checkpoint_name,
+                         recognize_state_dict)
+
+__all__ = ['ModelSpec', 'ResolvedModel', 'resolve_model', 'resolve_models']
+
+ModelSpec = Union[str, Path, Config, dict, tuple]
+_EXAMPLE = 'sapiens_0.3b_goliath_best_goliath_AP_573.pth'
+
+
+@dataclass
+class ResolvedModel:
+    """One model to build.
+
+    Attributes:
+        task: Its task.
+        cfg: Its config.
+        checkpoint: Checkpoint / exported file, or None (random weights).
+        state_dict: The weights when they were already read (to recognise
+            a renamed official checkpoint), else None.
+        info: Model zoo facts when recognised from the checkpoint alone.
+    """
+    task: str
+    cfg: Config
+    checkpoint: Optional[str] = None
+    state_dict: Optional[dict] = None
+    info: Optional[SapiensModelInfo] = None
+
+    @property
+    def weights(self):
+        """What :func:`~sapiens_mm.apis.inference.init_model` loads."""
+        return self.state_dict if self.state_dict is not None else \
+            self.checkpoint
+
+
+def _check_task(task: Optional[str], where: str) -> None:
+    if task is not None and task not in TASK_SCOPES:
+        raise ValueError(f'Unknown task {task!r} in {where}; use "pose", '
+                         '"seg", "depth" or "normal".')
+
+
+def _resolve_exported(checkpoint: str, config,
+                      task_hint: Optional[str]) -> ResolvedModel:
+    from sapiens_mm.deploy import config_from_data, read_metadata
+    meta = read_metadata(checkpoint)
+    # data only: a stored config is never executed
+    cfg = config_from_data(meta.get('config'), checkpoint) if config is None \
+        else load_config(config)
+    task = task_of_config(cfg)
+    if task != meta['task']:
+        raise ValueError(f'{checkpoint} is a {meta["task"]} model but its '
+                         f'config is a {task} config.')
+    if task_hint is not None and task != task_hint:
+        raise ValueError(f'The model given for {task_hint!r} is a {task} '
+                         f'model ({checkpoint}).')
+    return ResolvedModel(task, cfg, checkpoint)
+
+
+def resolve_model(spec: ModelSpec,
+                  task_hint: Optional[str] = None) -> ResolvedModel:
+    """Resolve one model spec (see the module docstring).
+
+    Args:
+        spec: The spec.
+        task_hint: The task it was given for, checked against its config.
+
+    Raises:
+        FileNotFoundError: A missing checkpoint or config.
+        ValueError: A spec of the wrong task, or with unknown keys.
+        TypeError: Something that is not a spec.
+        UnrecognizedCheckpointError: A checkpoint alone whose task and size
+            cannot be told.
+    """
+    _check_task(task_hint, 'models')
+    config = checkpoint = None
+    if isinstance(spec, dict):
+        unknown = set(spec) - {'config', 'checkpoint'}
+        if unknown:
+            raise ValueError(f'Model spec keys {sorted(unknown)} are not '
+                             'known; use config= and checkpoint=.')
+        config, checkpoint = spec.get('config'), spec.get('checkpoint')
+    elif isinstance(spec, (tuple, list)) and len(spec) == 2:
+        config, checkpoint = spec
+    elif isinstance(spec, Config) or str(spec).endswith('.py'):
+        config = spec
+    elif isinstance(spec, (str, Path)):
+        checkpoint = spec
+    else:
+        raise TypeError(f'Cannot use {spec!r} as a model: give a checkpoint '
+                        'path, a config path, dict(config=..., checkpoint=...)'
+                        ' or (config, checkpoint).')
+    if config is None and checkpoint is None:
+        raise ValueError('A model spec needs a config or a checkpoint.')
+    if checkpoint is not None:
+        checkpoint = osp.expanduser(str(checkpoint))
+        if not osp.isfile(checkpoint):
+            raise FileNotFoundError(f'Checkpoint not found: {checkpoint}')
+        from sapiens_mm.deploy.runtime import is_exported_model
+        if is_exported_model(checkpoint):
+            return _resolve_exported(checkpoint, config, task_hint)
+    state_dict = info = None
+    if config is None:
+        info = parse_checkpoint_name(checkpoint)
+        if info is None:
+            state_dict = get_state_dict(load_file(checkpoint))
+            info = recognize_state_dict(state_dict, source=checkpoint)
+        cfg = load_config(info.config)
+    else:
+        cfg = load_config(config)
+    task = task_of_config(cfg)
+    if task_hint is not None and task != task_hint:
+        raise ValueError(f'The model given for {task_hint!r} is a {task} '
+                         f'model ({checkpoint or config}).')
+    return ResolvedModel(task, cfg, checkpoint, state_dict, info)
+
+
+def resolve_models(
+    models: Union[Mapping[str, ModelSpec], Sequence[ModelSpec], ModelSpec],
+    tasks: Optional[Sequence[str]] = None
+) -> Dict[str, ResolvedModel]:
+    """Resolve the models of an inferencer, one per task.
+
+    Args:
+        models: A mapping ``{task: spec}``, a list of specs or one spec.
+        tasks: Keep only these tasks (each must have a model). None: all.
+
+    Returns:
+        ``{task: ResolvedModel}``.
+
+    Raises:
+        ValueError: No model, two models for one task, a task without a
+            model, or an unknown task.
+    """
+    if tasks is not None:
+        tasks = (tasks, ) if isinstance(tasks, str) else tuple(tasks)
+        bad = [t for t in tasks if t not in TASK_SCOPES]
+        if bad:
+            raise ValueError(f'Unknown task(s) {bad}; choose from '
+                             "'pose', 'seg', 'depth', 'normal'.")
+    if isinstance(models, Mapping) and not (set(models) & {'config',
+                                                           'checkpoint'}):
+        items = list(models.items())
+    else:
+        if isinstance(models, (str, Path, Config, dict)) or (
+                isinstance(models, tuple) and len(models) == 2 and
+            (isinstance(models[0], Config) or str(models[0]).endswith('.py'))):
+            models = [models]
+        items = [(None, spec) for spec in models]
+    resolved: Dict[str, ResolvedModel] = {}
+    for task_hint, spec in items:
+        model = resolve_model(spec, task_hint)
+        if model.task in resolved:
+            raise ValueError(f'Two models were given for the {model.task} '
+                             'task; keep one.')
+        resolved[model.task] = model
+    if not resolved:
+        raise ValueError(f'No model given: pass e.g. models=["{_EXAMPLE}"].')
+    if tasks is not None:
+        missing = [t for t in tasks if t not in resolved]
+        if missing:
+            raise ValueError(
+                f'No model for task(s) {missing}: add them to models, e.g. '
+                'models={"seg": "sapiens_0.3b_goliath_best_goliath_mIoU_'
+                '7673_epoch_194.pth"}.')
+        resolved = {t: m for t, m in resolved.items() if t in tasks}
+    return resolved

@@ -1,0 +1,500 @@
+"""The multi-task inferencer: pose, body parts, depth and normals at once.
+
+:class:`SapiensInferencer` follows the conventions of mmengine's
+``BaseInferencer`` and of ``MMPoseInferencer`` / ``MMSegInferencer``: build
+it once from models, call it on inputs, get one result dict per image or
+video frame, optionally written to ``out_dir``. It runs any combination of
+the four tasks on the same inputs, decoding each image once; each task is
+one single-task inferencer (:class:`~.pose_inferencer.PoseInferencer`,
+:class:`~.dense_inferencer.DenseInferencer`) and a batch goes through the
+same steps: :meth:`SapiensInferencer.preprocess` (decoding, person boxes,
+test pipelines; model-free), :meth:`~SapiensInferencer.forward` (the
+models), :meth:`~SapiensInferencer.visualize` and
+:meth:`~SapiensInferencer.postprocess` (result dict and files).
+
+Example:
+    >>> from sapiens_mm.apis import SapiensInferencer
+    >>> inferencer = SapiensInferencer(models=[
+    ...     'sapiens_0.3b_goliath_best_goliath_AP_573.pth',
+    ...     'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth'])
+    >>> results = inferencer('photo.jpg', out_dir='outputs')
+    >>> results[0]['predictions']['pose']['keypoints'].shape
+    (1, 308, 2)
+"""
+import os.path as osp
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import (Dict, Iterable, Iterator, List, Literal, Mapping,
+                    Optional, Sequence, Tuple, Union)
+
+import cv2
+import numpy as np
+import torch
+from mmengine.config import Config
+from mmengine.logging import print_log
+from tqdm import tqdm
+
+from ..inference import DTYPES, TASKS, Task
+from ..model_zoo import SapiensModelInfo
+from .base_task_inferencer import BaseTaskInferencer
+from .dense_inferencer import DenseInferencer
+from .model_spec import ModelSpec, resolve_models
+from .pose_inferencer import PoseInferencer
+from .utils.person_detector import PersonDetector, boxes_per_input
+from .utils.prefetch import in_background
+from .utils.sources import (Frame, InputsType, Source, collect_sources,
+                            count_frames, iter_frames)
+from .utils.writers import VideoWriters, write_json, write_npy, write_png
+
+__all__ = ['SapiensInferencer']
+
+DENSE_TASKS = ('seg', 'depth', 'normal')
+
+
+class StopRequested(Exception):
+    """The user closed the live view."""
+
+
+class SapiensInferencer:
+    """Sapiens inference on images, folders, videos and webcams.
+
+    Args:
+        models: The models to run. Either a mapping ``{task: spec}`` with
+            task ``'pose'``, ``'seg'``, ``'depth'`` or ``'normal'``, or a
+            list of specs (or one spec) whose task is recognised. A spec is
+            an official Sapiens checkpoint file alone (task and size from its
+            name or, failing that, its weights; the shipped config is used),
+            a config file (``.py``, random weights), a
+            ``dict(config=..., checkpoint=...)`` or a ``(config,
+            checkpoint)`` pair. The checkpoint may be a model exported by
+            :func:`sapiens_mm.deploy.export_model` (``.onnx``, run with
+            onnxruntime, or ``.pt2``): its task and config are read from the
+            file, it runs in fp32 with the same pre- and post-processing.
+        tasks: Tasks to run, a subset of the models' tasks. Defaults to all
+            of them. A task without a model is an error.
+        device: ``'cpu'``, ``'cuda'`` or ``'cuda:N'``. Defaults to CUDA when
+            available.
+        batch_size: Images (dense tasks) or person crops (pose) per forward
+            pass. Defaults to 1. Results do not depend on it.
+        dtype: ``'fp32'``, ``'bf16'`` or ``'fp16'`` (autocast; fp16 is for
+            GPUs). Defaults to ``'fp32'``.
+        compile: ``torch.compile`` each model's backbone (the first batch at
+            each input size pays for the compilation; needs a C++ compiler
+            on CPU). Outputs match eager within float rounding (see
+            ``tests/test_fast_inference.py``). Defaults to False.
+        detector: Person detector of the pose task when no mmdet config is
+            given: ``'hog'`` (OpenCV HOG pedestrian detector, the default),
+            ``'haar'`` (OpenCV full-body cascade), ``'none'`` or a
+            :class:`~sapiens_mm.apis.inferencers.utils.PersonDetector`.
+        det_config: mmdet detector config (takes priority over
+            ``detector``), e.g. the official RTMDet-m person detector.
+        det_checkpoint: Its checkpoint.
+        det_cat_id: Person class index of the mmdet detector. Defaults to 0.
+        bbox_thr: Minimum detector score of a person box. Defaults to 0.3.
+        nms_thr: IoU threshold of the box NMS. Defaults to 0.3.
+        kpt_thr: Keypoints below this score are not drawn. Defaults to 0.3.
+
+    Person boxes come from, in order: boxes given to ``__call__``; else the
+    detector (score >= ``bbox_thr``, NMS); else the whole image. Keypoints
+    are returned in original image pixels.
+
+    Decoding, person detection and pre-processing of the next batch run in
+    a worker thread while the models run on the current one, and the
+    previous batch's results are written in another (OpenCV and PyTorch
+    release the GIL); results are still yielded in input order, each once
+    its files are written. With ``show`` everything runs in the calling
+    thread (OpenCV windows need it).
+    """
+
+    def __init__(self,
+                 models: Union[Mapping[str, ModelSpec], Sequence[ModelSpec],
+                               ModelSpec],
+                 tasks: Optional[Sequence[Task]] = None,
+                 device: Optional[str] = None,
+                 batch_size: int = 1,
+                 dtype: Literal['fp32', 'bf16', 'fp16'] = 'fp32',
+                 compile: bool = False,
+                 detector: Union[str, PersonDetector, None] = 'hog',
+                 det_config: Optional[Union[str, Config]] = None,
+                 det_checkpoint: Optional[str] = None,
+                 det_cat_id: int = 0,
+                 bbox_thr: float = 0.3,
+                 nms_thr: float = 0.3,
+                 kpt_thr: float = 0.3) -> None:
+        if device is None:
+            device = 'cuda' if torch.cuda.is_available() else 'cpu'
+        self.device = torch.device(device)
+        if self.device.type == 'cuda' and not torch.cuda.is_available():
+            raise RuntimeError(f'device={device!r} but CUDA is not available;'
+                               ' use device="cpu".')
+        if dtype not in DTYPES:
+            raise ValueError(f'dtype must be "fp32", "bf16" or "fp16", got '
+                             f'{dtype!r}.')
+        self.dtype = DTYPES[dtype]
+        if self.dtype == torch.float16 and self.device.type == 'cpu':
+            print_log('fp16 on CPU is slow and not more accurate; bf16 is the '
+                      'usual reduced precision there.', logger='current',
+                      level=30)
+        self.batch_size = self.check_batch_size(batch_size)
+        resolved = resolve_models(models, tasks)
+        #: The single-task inferencers, in :data:`TASKS` order.
+        self.task_inferencers: Dict[str, BaseTaskInferencer] = {}
+        for task in TASKS:
+            if task not in resolved:
+                continue
+            spec = resolved[task]
+            if task == 'pose':
+                self.task_inferencers[task] = PoseInferencer(
+                    spec.cfg, spec.weights, self.device, self.dtype,
+                    spec.info, detector, det_config, det_checkpoint,
+                    det_cat_id, bbox_thr, nms_thr, kpt_thr)
+            else:
+                self.task_inferencers[task] = DenseInferencer(
+                    spec.cfg, spec.weights, self.device, self.dtype,
+                    spec.info)
+        self.tasks = tuple(self.task_inferencers)
+        if compile:
+            for ti in self.task_inferencers.values():
+                ti.compile()
+        #: (input, reason) of every input skipped by the last call.
+        self.skipped: List[Tuple[str, str]] = []
+
+    # ------------------------------------------------------------ set-up
+    @staticmethod
+    def check_batch_size(batch_size) -> int:
+        """``batch_size`` if it is a positive int.
+
+        Raises:
+            ValueError: It is not.
+        """
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f'batch_size must be a positive int, got '
+                             f'{batch_size!r}.')
+        return batch_size
+
+    @property
+    def models(self) -> Dict[str, torch.nn.Module]:
+        """The loaded models by task (an exported model is a
+        :class:`sapiens_mm.deploy.ExportedModel`)."""
+        return {t: ti.model for t, ti in self.task_inferencers.items()}
+
+    @property
+    def model_infos(self) -> Dict[str, Optional[SapiensModelInfo]]:
+        """Recognised task / size / dataset of each model loaded from an
+        official checkpoint alone (None for models given with a config)."""
+        return {t: ti.info for t, ti in self.task_inferencers.items()}
+
+    @property
+    def detector(self) -> Optional[PersonDetector]:
+        """The person detector of the pose task (None without pose or
+        without a detector)."""
+        pose = self.task_inferencers.get('pose')
+        return pose.detector if pose is not None else None
+
+    def _skip(self, src: Source, reason: str) -> None:
+        name = src.path or src.name
+        self.skipped.append((name, reason))
+        print_log(f'Skipped {name}: {reason}.', logger='current', level=30)
+
+    # ------------------------------------------------------------ call
+    def __call__(self,
+                 inputs: InputsType,
+                 out_dir: Optional[str] = None,
+                 batch_size: Optional[int] = None,
+                 bboxes=None,
+                 return_vis: bool = False,
+                 return_datasamples: bool = False,
+                 no_save_pred: bool = False,
+                 no_save_vis: bool = False,
+                 show: bool = False,
+                 wait_time: int = 1,
+                 draw_bbox: bool = True,
+                 max_frames: Optional[int] = None,
+                 show_progress: bool = True) -> List[dict]:
+        """Run the tasks on ``inputs`` and return one result per image or
+        video frame. See :meth:`stream` for the arguments and results; this
+        collects them in a list (use :meth:`stream` for webcams and long
+        videos)."""
+        return list(
+            self.stream(inputs, out_dir, batch_size, bboxes, return_vis,
+                        return_datasamples, no_save_pred, no_save_vis, show,
+                        wait_time, draw_bbox, max_frames, show_progress))
+
+    def stream(self,
+               inputs: InputsType,
+               out_dir: Optional[str] = None,
+               batch_size: Optional[int] = None,
+               bboxes=None,
+               return_vis: bool = False,
+               return_datasamples: bool = False,
+               no_save_pred: bool = False,
+               no_save_vis: bool = False,
+               show: bool = False,
+               wait_time: int = 1,
+               draw_bbox: bool = True,
+               max_frames: Optional[int] = None,
+               show_progress: bool = True) -> Iterator[dict]:
+        """Run the tasks on ``inputs``, yielding one result per image or
+        video frame as soon as it is ready.
+
+        Args:
+            inputs: An image / video / folder path, a BGR uint8 array
+                (as from ``cv2.imread``), a webcam index (``0``, ``'0'``,
+                ``'webcam'``, ``'webcam:1'``) or a list of these. Folders are
+                searched recursively for images; unreadable files are
+                reported (see :attr:`skipped`) and skipped.
+            out_dir: Where to write predictions and visualisations (nothing
+                is written when None). Layout: ``<out_dir>/<task>/<name>``
+                ``.json`` (pose, COCO-style), ``.npy`` (seg labels uint8,
+                depth float32 HxW, normals float32 HxWx3; at the original
+                resolution) and ``.png`` (visualisation); for a video,
+                per-frame files in ``<task>/<name>/<frame:06d>.*`` and the
+                visualisation ``<task>/<name>.mp4`` (same frame count and
+                rate). ``<name>`` is the file stem (relative path inside a
+                folder input).
+            batch_size: Overrides the inferencer's batch size.
+            bboxes: Person boxes for pose, in image pixels: one N x 4
+                (x1, y1, x2, y2) or N x 5 (+ score) array for every input, or
+                a list with one such array (or None) per input.
+            return_vis: Add the visualisations (BGR arrays) to the results.
+            return_datasamples: Add the raw data samples of each task.
+            no_save_pred: Do not write predictions to ``out_dir``.
+            no_save_vis: Do not write visualisations to ``out_dir``.
+            show: Show the visualisations in windows (``q`` / Esc stops).
+            wait_time: ``cv2.waitKey`` time when showing, in ms.
+            draw_bbox: Draw person boxes on the pose visualisation.
+            max_frames: Read at most this many frames of each video /
+                webcam (None: all; a webcam runs until stopped).
+            show_progress: Show a progress bar.
+
+        Yields:
+            dict: ``input`` (path or name), ``name``, ``frame_index`` (None
+            for images), ``img_shape`` (H, W) and ``predictions`` with, per
+            task: ``pose``: dict(``skeleton``, ``bboxes`` (N, 4) xyxy,
+            ``bbox_scores`` (N,), ``bbox_source`` ('user' / 'detector' /
+            'whole_image'), ``keypoints`` (N, K, 2), ``keypoint_scores``
+            (N, K)); ``seg``: (H, W) uint8 labels; ``depth``: (H, W)
+            float32 relative depth (larger = farther); ``normal``: (H, W, 3)
+            float32 unit normals. When seg ran, depth and normals are NaN
+            outside the person foreground (label > 0). Also ``pred_files``
+            and ``vis_files`` ({task: path} of what was written), plus
+            ``visualization`` / ``datasamples`` when asked.
+        """
+        batch_size = self.check_batch_size(batch_size or self.batch_size)
+        self.skipped = []
+        sources = collect_sources(inputs)
+        if not sources:
+            raise ValueError('No input given.')
+        user_boxes = boxes_per_input(bboxes,
+                                     max(s.index for s in sources) + 1)
+        total = count_frames(sources, max_frames)
+        opts = dict(out_dir=out_dir, return_vis=return_vis,
+                    return_datasamples=return_datasamples,
+                    save_pred=out_dir is not None and not no_save_pred,
+                    save_vis=out_dir is not None and not no_save_vis,
+                    show=show, wait_time=wait_time, draw_bbox=draw_bbox)
+        videos = VideoWriters()
+        bar = tqdm(total=total, desc='Sapiens inference', unit='img',
+                   disable=not show_progress or total == 1)
+        overlap = not show
+        batches = self._prepared_batches(sources, max_frames, bar,
+                                         batch_size, user_boxes)
+        if overlap:
+            batches = in_background(batches)
+        writer_pool = ThreadPoolExecutor(
+            1, thread_name_prefix='sapiens-write') if overlap else None
+        pending: Optional[Future] = None
+        try:
+            for prepared in batches:
+                batch = prepared['batch']
+                preds = self.forward(prepared, batch_size)
+                if writer_pool is None:
+                    for frame, pred in zip(batch, preds):
+                        result = self.postprocess(frame, pred, videos, opts)
+                        bar.update(1)
+                        yield result
+                    continue
+                # Write this batch while the next one runs; hand out the
+                # previous batch's results (their files are written).
+                future = writer_pool.submit(self._postprocess_batch, batch,
+                                            preds, videos, opts)
+                if pending is not None:
+                    yield from self._finished(pending, bar)
+                pending = future
+            if pending is not None:
+                done, pending = pending, None
+                yield from self._finished(done, bar)
+        except StopRequested:
+            return
+        finally:
+            batches.close()
+            if writer_pool is not None:
+                writer_pool.shutdown(wait=True)
+            bar.close()
+            videos.release()
+            if show:
+                cv2.destroyAllWindows()
+
+    def _prepared_batches(self, sources: List[Source],
+                          max_frames: Optional[int], bar: tqdm,
+                          batch_size: int, user_boxes) -> Iterator[dict]:
+        def skip(src: Source, reason: str) -> None:
+            self._skip(src, reason)
+            if src.kind == 'image':
+                bar.update(1)
+
+        batch: List[Frame] = []
+        for frame in iter_frames(sources, max_frames, skip):
+            batch.append(frame)
+            if len(batch) == batch_size:
+                yield self.preprocess(batch, user_boxes)
+                batch = []
+        if batch:
+            yield self.preprocess(batch, user_boxes)
+
+    def _postprocess_batch(self, batch: List[Frame], preds: List[dict],
+                           videos: VideoWriters, opts: dict) -> List[dict]:
+        return [
+            self.postprocess(frame, pred, videos, opts)
+            for frame, pred in zip(batch, preds)
+        ]
+
+    @staticmethod
+    def _finished(future: Future, bar: tqdm) -> Iterable[dict]:
+        for result in future.result():
+            bar.update(1)
+            yield result
+
+    # ------------------------------------------------------------ steps
+    def preprocess(self, batch: List[Frame], user_boxes) -> dict:
+        """Pre-processing of a batch of frames, model-free (the stream runs
+        it in a worker thread): each dense task's test pipeline, and for
+        pose the person boxes (detector) and crops.
+
+        Args:
+            batch: The frames.
+            user_boxes: Boxes given per input (index = ``Source.index``),
+                None entries for none.
+
+        Returns:
+            ``dict(batch=batch, dense={task: packed}, pose=prepared)``.
+        """
+        images = [f.image for f in batch]
+        prepared = dict(batch=batch, dense={}, pose=None)
+        for task in DENSE_TASKS:
+            if task in self.task_inferencers:
+                prepared['dense'][task] = self.task_inferencers[
+                    task].preprocess_images(images)
+        if 'pose' in self.task_inferencers:
+            prepared['pose'] = self.task_inferencers['pose'].preprocess_images(
+                images, [f.source.name for f in batch],
+                [user_boxes[f.source.index] for f in batch])
+        return prepared
+
+    def forward(self, prepared: dict, batch_size: int) -> List[dict]:
+        """Run the models on a :meth:`preprocess` output.
+
+        Returns:
+            Per frame, each task's prediction (``seg`` / ``depth`` /
+            ``normal`` arrays, ``pose`` dict) and ``samples`` ({task: data
+            samples}). When seg ran, depth and normals are NaN outside the
+            person foreground.
+        """
+        preds: List[dict] = [dict(samples={}) for _ in prepared['batch']]
+        for task in DENSE_TASKS:
+            if task not in self.task_inferencers:
+                continue
+            ti = self.task_inferencers[task]
+            samples = ti.forward(prepared['dense'][task], batch_size)
+            for pred, sample, arr in zip(preds, samples,
+                                         ti.postprocess(samples)):
+                pred['samples'][task] = sample
+                pred[task] = arr
+        for pred in preds:  # the person foreground masks the dense outputs
+            if 'seg' in pred:
+                background = pred['seg'] == 0
+                for task in ('depth', 'normal'):
+                    if task in pred:
+                        pred[task][background] = np.nan
+        if 'pose' in self.task_inferencers:
+            ti = self.task_inferencers['pose']
+            samples = ti.forward(prepared['pose']['packed'], batch_size)
+            for pred, out in zip(preds, ti.postprocess(prepared['pose'],
+                                                       samples)):
+                pred['pose'] = out['pose']
+                pred['samples']['pose'] = out['samples']
+        return preds
+
+    def visualize(self, frame: Frame, pred: dict,
+                  draw_bbox: bool = True) -> Dict[str, np.ndarray]:
+        """BGR visualisation of each task's prediction for one frame
+        (depth and normals black outside the seg foreground)."""
+        fg = pred['seg'] > 0 if 'seg' in pred else None
+        vis = {}
+        for task, ti in self.task_inferencers.items():
+            if task == 'pose':
+                vis[task] = ti.visualize(frame.image, pred['pose'], draw_bbox)
+            elif task == 'seg':
+                vis[task] = ti.visualize(frame.image, pred['seg'])
+            else:
+                vis[task] = ti.visualize(frame.image, pred[task], fg)
+        return vis
+
+    def postprocess(self, frame: Frame, pred: dict, videos: VideoWriters,
+                    opts: dict) -> dict:
+        """Write files, show and assemble the result dict of one frame."""
+        src = frame.source
+        video = src.kind in ('video', 'webcam')
+        stem = (f'{src.name}/{frame.frame_index:06d}' if video else src.name)
+        result = dict(
+            input=src.path if src.path is not None else src.name,
+            name=src.name,
+            frame_index=frame.frame_index,
+            img_shape=tuple(frame.image.shape[:2]),
+            predictions={t: pred[t]
+                         for t in self.tasks},
+            pred_files={},
+            vis_files={})
+        out_dir = opts['out_dir']
+        if opts['save_pred']:
+            for task in self.tasks:
+                if task == 'pose':
+                    path = osp.join(out_dir, 'pose', stem + '.json')
+                    write_json(
+                        path, self.task_inferencers['pose'].to_json(
+                            result['input'], frame.frame_index,
+                            result['img_shape'], pred['pose']))
+                else:
+                    path = osp.join(out_dir, task, stem + '.npy')
+                    write_npy(path, pred[task])
+                result['pred_files'][task] = path
+        if opts['save_vis'] or opts['return_vis'] or opts['show']:
+            vis = self.visualize(frame, pred, opts['draw_bbox'])
+            if opts['save_vis']:
+                for task, img in vis.items():
+                    if video:
+                        path = osp.join(out_dir, task, src.name + '.mp4')
+                        videos.write(id(src), task, path, img, src.fps)
+                    else:
+                        path = osp.join(out_dir, task, stem + '.png')
+                        write_png(path, img)
+                    result['vis_files'][task] = path
+            if opts['return_vis']:
+                result['visualization'] = vis
+            if opts['show']:
+                self._show(vis, opts['wait_time'])
+        if opts['return_datasamples']:
+            result['datasamples'] = pred['samples']
+        return result
+
+    @staticmethod
+    def _show(vis: Dict[str, np.ndarray], wait_time: int) -> None:
+        try:
+            for task, img in vis.items():
+                cv2.imshow(f'Sapiens {task}', img)
+            key = cv2.waitKey(max(1, int(wait_time))) & 0xFF
+        except cv2.error as e:
+            raise RuntimeError(
+                f'Cannot open a window to show results ({e}); run without '
+                'show / --show and use out_dir instead.') from None
+        if key in (ord('q'), 27):
+            raise StopRequested

@@ -1,0 +1,65 @@
+"""Package layout: no import cycle between ``apis`` and ``deploy``, the
+public entry points import from a fresh interpreter, and no private name
+is imported across modules."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fresh(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, '-c', code], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize('first,second', [
+    ('sapiens_mm.deploy', 'sapiens_mm.apis'),
+    ('sapiens_mm.apis', 'sapiens_mm.deploy'),
+    ('sapiens_mm.deploy.export', 'sapiens_mm.apis.inferencers'),
+    ('sapiens_mm.apis.inferencers', 'sapiens_mm.deploy.runtime'),
+])
+def test_apis_and_deploy_import_in_either_order(first, second):
+    """Each order in a fresh interpreter, and ``apis`` alone does not pull
+    in ``deploy`` (the inferencers load exported models lazily)."""
+    proc = _fresh(f'import sys, importlib\n'
+                  f'importlib.import_module({first!r})\n'
+                  f'if {first!r}.startswith("sapiens_mm.apis"):\n'
+                  f'    print("deploy loaded:", "sapiens_mm.deploy" in '
+                  f'sys.modules)\n'
+                  f'importlib.import_module({second!r})\n'
+                  f'from sapiens_mm.apis import SapiensInferencer, init_model\n'
+                  f'from sapiens_mm.deploy import export_model\n'
+                  f'print("ok")')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith('ok')
+    if first.startswith('sapiens_mm.apis'):
+        assert 'deploy loaded: False' in proc.stdout
+
+
+def _private_imports(path: Path):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name.startswith('_') and not alias.name.startswith(
+                        '__'):
+                    yield f'{path.relative_to(ROOT)}:{node.lineno} imports ' \
+                        f'{alias.name} from {node.module}'
+
+
+def test_no_private_name_is_imported_across_modules():
+    files = sorted((ROOT / 'sapiens_mm').rglob('*.py')) + sorted(
+        (ROOT / 'tools').rglob('*.py'))
+    found = [hit for f in files for hit in _private_imports(f)]
+    assert not found, found
+    # the check itself finds such an import
+    probe = ROOT / 'tests' / '_layout_probe.py'
+    probe.write_text('from sapiens_mm.checkpoint.loading import _resolve\n')
+    try:
+        assert list(_private_imports(probe))
+    finally:
+        probe.unlink()
