@@ -16,6 +16,7 @@ import os.path as osp
 import shutil
 import tempfile
 import threading
+import traceback
 from collections import OrderedDict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -23,6 +24,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 from mmengine.logging import print_log
+
+from sapiens_mm.utils.cli import one_line
 
 from .model_zoo import shipped_config
 
@@ -149,7 +152,7 @@ class WebDemo:
 
     def inferencer(self, choices: Dict[str, str]):
         """The inferencer of ``{task: model choice}`` (built once)."""
-        from .inferencer import SapiensInferencer
+        from .inferencers import SapiensInferencer
         key = tuple(sorted(choices.items()))
         if key not in self._inferencers:
             models = {t: self._spec(t, c) for t, c in choices.items()}
@@ -214,8 +217,12 @@ class WebDemo:
                     show_progress=False, skeleton_style=skeleton_style,
                     export_formats=tuple(export_formats),
                     save_mask=save_mask)[0]
-        except (ValueError, FileNotFoundError, RuntimeError) as e:
-            return None, [], f'**Error:** {e}'
+        except Exception as e:  # noqa: BLE001 (any failure: said in the page)
+            detail = one_line(e) if isinstance(e, (ValueError, OSError)) \
+                else traceback.format_exc()  # a user error needs no trace
+            print_log(f'Web demo request failed: {detail}', logger='current',
+                      level=30)
+            return None, [], f'**Error:** {one_line(e)}'
         vis = result['visualization']
         panels = [('input', img)] + [(t, vis[t]) for t in DEMO_TASKS
                                      if t in vis]
