@@ -241,6 +241,14 @@ def test_openpose_json_and_records():
 
     rec = _record(kpts, scores, GOLIATH)
     assert convert_pose_record(rec, 'openpose') == doc
+    assert [p['person_id'] for p in doc['people']] == [[-1], [-1]]
+    for inst, tid in zip(rec['instances'], (7, 3)):  # video: track IDs
+        inst['track_id'] = tid
+    tracked = convert_pose_record(rec, 'openpose')
+    assert [p['person_id'] for p in tracked['people']] == [[7], [3]]
+    assert convert_pose_record(rec, 'coco17')['instances'][1]['track_id'] == 3
+    for inst in rec['instances']:
+        del inst['track_id']
     coco = convert_pose_record(rec, 'coco17')
     assert coco['skeleton'] == 'coco17' and coco['num_keypoints'] == 17
     assert coco['keypoint_names'] == COCO17

@@ -156,6 +156,37 @@ def test_rope_bf16_runs_in_bf16_also_in_fp32_models():
     assert rope.to('cpu').periods.dtype == torch.bfloat16
 
 
+def _native_bf16_rope(periods, H, W, x):
+    """The official computation, op by op in bf16 tensors."""
+    bf = torch.bfloat16
+    cy = torch.arange(0.5, H, dtype=bf) / H
+    cx = torch.arange(0.5, W, dtype=bf) / W
+    c = torch.stack(torch.meshgrid(cy, cx, indexing='ij'), -1).flatten(0, 1)
+    a = 2 * math.pi * (2.0 * c - 1.0)[:, :, None] / periods[None, None, :]
+    a = a.flatten(1, 2).tile(2)
+    sin, cos = torch.sin(a), torch.cos(a)
+    y = x.to(bf)
+    p = x.shape[-2] - H * W
+    t = y[..., p:, :]
+    t1, t2 = t.chunk(2, -1)
+    t = t * cos + torch.cat((-t2, t1), -1) * sin
+    return sin, cos, torch.cat((y[..., :p, :], t), -2).to(x.dtype)
+
+
+@pytest.mark.parametrize('hd', [64, 80, 76])  # 0.4b/1b, 0.8b, 5b
+@pytest.mark.parametrize('grid', [(64, 48), (3, 5), (200, 150)])
+def test_rope_float_route_has_the_bits_of_bf16_ops(hd, grid):
+    # The module computes "in bf16" as float32 ops each rounded to bf16 (so
+    # that it exports to float-only runtimes); that must be bit-exact.
+    rope = RopePositionEmbedding(hd)
+    sin, cos = rope(*grid)
+    for x in (torch.randn(2, 3, 9 + grid[0] * grid[1], hd) * 3, ):
+        for q in (x, x.bfloat16()):
+            s0, c0, want = _native_bf16_rope(rope.periods, *grid, q)
+            assert torch.equal(sin, s0) and torch.equal(cos, c0)
+            assert torch.equal(apply_rope(q, q, (sin, cos))[0], want)
+
+
 def _two_block_model(rope_dtype):
     torch.manual_seed(0)
     # 0.4b block dims, 2 blocks, LayerScale 1 (a trained attention branch

@@ -46,7 +46,7 @@ __all__ = [
     'count_work', 'kernel_calls', 'measure_rates', 'limit_seconds',
     'time_callable',
     'PeakMemory', 'benchmark_model', 'end_to_end',
-    'gpu_peak_tflops', 'format_report'
+    'gpu_peak_tflops', 'format_report', 'benchmark_decode', 'format_decode'
 ]
 
 DTYPES = {
@@ -865,6 +865,111 @@ def format_end_to_end(result: dict) -> str:
     ])
 
 
+# ------------------------------------------------------------ decoding
+def _peaked_heatmaps(n: int, k: int, h: int, w: int, sigma: float,
+                     seed: int = 0):
+    """(n, k, h, w) float32 heatmaps like a trained model's: one Gaussian
+    peak of random height and place per map, a small negative bias and
+    noise."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, k, h, w), np.float32)
+    for i in range(n):
+        cx = rng.uniform(0, w - 1, (k, 1))
+        cy = rng.uniform(0, h - 1, (k, 1))
+        gx = np.exp(-(np.arange(w) - cx)**2 / (2 * sigma**2))
+        gy = np.exp(-(np.arange(h) - cy)**2 / (2 * sigma**2))
+        amp = rng.uniform(0.1, 1.0, (k, 1, 1))
+        out[i] = amp * gy[:, :, None] * gx[:, None, :]
+        out[i] += rng.normal(-0.01, 0.01, (k, h, w)).astype(np.float32)
+    return out
+
+
+def benchmark_decode(num_keypoints: Sequence[int] = (17, 133, 308),
+                     heatmap_sizes: Sequence[Tuple[int, int]] = ((64, 48),
+                                                                 (256, 192)),
+                     people: int = 4,
+                     devices: Sequence[str] = ('cpu', ),
+                     warmup: int = 1,
+                     repeats: int = 3) -> List[dict]:
+    """Time heatmap-to-keypoint decoding: mmpose's ``UDPHeatmap.decode``
+    (one person at a time) against
+    :func:`sapiens_mm.codecs.decode_udp_heatmaps` (numpy, and torch on each
+    of ``devices``), in the same run on the same heatmaps.
+
+    Args:
+        num_keypoints: Keypoint counts K to time.
+        heatmap_sizes: (H, W) heatmap sizes; a model's input is 4x that
+            (64x48 heatmaps for 256x192 crops, 256x192 for 1024x768).
+        people: People decoded per call.
+        devices: Devices of the torch path, e.g. ``('cpu', 'cuda')``.
+        warmup: Untimed calls of each decoder.
+        repeats: Timed calls (the median is reported).
+
+    Returns:
+        One dict per (size, K): ``heatmap_size``, ``num_keypoints``,
+        ``people``, ``ms_per_person`` ({decoder: median ms}) and
+        ``max_abs_diff_px`` ({decoder: largest keypoint difference from
+        mmpose, input pixels}).
+    """
+    import numpy as np
+    from mmpose.codecs import UDPHeatmap
+
+    from sapiens_mm.codecs import decode_udp_heatmaps
+    rows = []
+    for h, w in heatmap_sizes:
+        codec = UDPHeatmap(input_size=(4 * w, 4 * h), heatmap_size=(w, h),
+                           sigma=2 if h <= 64 else 6)
+        for k in num_keypoints:
+            heatmaps = _peaked_heatmaps(people, k, h, w, codec.sigma)
+            ref = np.concatenate([codec.decode(hm)[0] for hm in heatmaps])
+            runs = {
+                'mmpose': (lambda: [codec.decode(hm) for hm in heatmaps],
+                           torch.device('cpu')),
+                'numpy': (lambda: decode_udp_heatmaps(heatmaps,
+                                                      codec.input_size),
+                          torch.device('cpu')),
+            }
+            for dev in devices:
+                dev = torch.device(dev)
+                tensor = torch.from_numpy(heatmaps).to(dev)
+                runs[f'torch-{dev.type}'] = (
+                    lambda t=tensor: decode_udp_heatmaps(t, codec.input_size),
+                    dev)
+            ms, diff = {}, {}
+            for name, (fn, dev) in runs.items():
+                stats = time_callable(fn, dev, warmup, repeats)
+                ms[name] = 1e3 * stats.median / people
+                if name != 'mmpose':
+                    kpts = fn()[0]
+                    kpts = kpts.cpu().numpy() if torch.is_tensor(kpts) \
+                        else kpts
+                    diff[name] = float(np.abs(kpts - ref).max())
+            rows.append(dict(heatmap_size=[h, w], num_keypoints=k,
+                             people=people, ms_per_person=ms,
+                             max_abs_diff_px=diff))
+    return rows
+
+
+def format_decode(rows: List[dict]) -> str:
+    """Table of :func:`benchmark_decode` results."""
+    names = list(rows[0]['ms_per_person']) if rows else []
+    head = f'{"heatmaps":>9} {"K":>4} ' + ' '.join(
+        f'{n + " ms":>13}' for n in names) + '  speed-up  max |diff| px'
+    lines = ['ms per person (median), heatmap -> keypoints in input '
+             'pixels; speed-up of the fastest against mmpose', head]
+    for r in rows:
+        ms = r['ms_per_person']
+        fastest = min(v for n, v in ms.items() if n != 'mmpose')
+        size = 'x'.join(str(v) for v in r['heatmap_size'])
+        lines.append(
+            f'{size:>9} {r["num_keypoints"]:>4} ' +
+            ' '.join(f'{ms[n]:>13.2f}' for n in names) +
+            f'  {ms["mmpose"] / fastest:>7.0f}x  ' +
+            f'{max(r["max_abs_diff_px"].values()):.1e}')
+    return '\n'.join(lines)
+
+
 # ------------------------------------------------------------ CLI
 def build_parser(prog: Optional[str] = None):
     """The argument parser of ``tools/analysis/benchmark.py``."""
@@ -948,6 +1053,18 @@ def build_parser(prog: Optional[str] = None):
     e.add_argument('--out-dir', default=None,
                    help='where the inferencer writes (default: a temporary '
                    'folder, deleted afterwards)')
+    d = p.add_argument_group('decoding')
+    d.add_argument('--decode', action='store_true',
+                   help='time heatmap -> keypoint decoding instead: mmpose\'s '
+                   'UDPHeatmap against sapiens_mm\'s batched decoder (numpy '
+                   'and torch on --device), ms per person for 17, 133 and '
+                   '308 keypoints')
+    d.add_argument('--decode-sizes', nargs='+', default=['64x48', '256x192'],
+                   metavar='HxW', help='heatmap sizes (default: 64x48, the '
+                   '256x192 crops\' heatmaps, and 256x192, the 1024x768 '
+                   'crops\')')
+    d.add_argument('--decode-people', type=int, default=4,
+                   help='people per decoding call (default: %(default)s)')
     p.add_argument('--json', default=None,
                    help='also write the results to this JSON file')
     return p
@@ -994,6 +1111,22 @@ def main(argv: Optional[Sequence[str]] = None,
     if args.threads:
         torch.set_num_threads(args.threads)
     device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    if args.decode:
+        try:
+            sizes = [tuple(int(v) for v in s.lower().split('x'))
+                     for s in args.decode_sizes]
+        except ValueError:
+            raise SystemExit(f'--decode-sizes takes HxW sizes such as 64x48, '
+                             f'got {args.decode_sizes}.') from None
+        rows = benchmark_decode(
+            heatmap_sizes=sizes, people=args.decode_people,
+            devices=sorted({'cpu', device}), warmup=args.warmup,
+            repeats=args.repeats)
+        print(format_decode(rows))
+        if args.json:
+            with open(args.json, 'w') as f:
+                json.dump(dict(decode=rows), f, indent=1)
+        return dict(decode=rows)
     if args.e2e_only and not args.end_to_end:
         raise SystemExit('--e2e-only needs --end-to-end FOLDER.')
     model = None

@@ -7,6 +7,7 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
+from sapiens_mm.codecs import as_batch_decoder
 from sapiens_mm.visualization import SkeletonStyle, draw_openpose, draw_pose
 
 from ..inference import skeleton_name
@@ -54,6 +55,8 @@ class PoseInferencer(BaseTaskInferencer):
                  nms_thr: float = 0.3,
                  kpt_thr: float = 0.3) -> None:
         super().__init__(cfg, checkpoint, device, dtype, info)
+        if not self.exported:  # decode all crops at once, on the device
+            self.model.head.decoder = as_batch_decoder(self.model.head.decoder)
         if self.exported:
             from mmpose.registry import KEYPOINT_CODECS
             with DefaultScope.overwrite_default_scope('mmpose'):
@@ -170,12 +173,14 @@ class PoseInferencer(BaseTaskInferencer):
                          pose['keypoint_scores'],
                          self.dataset_meta,
                          bboxes=pose['bboxes'] if draw_bbox else None,
-                         kpt_thr=self.kpt_thr)
+                         kpt_thr=self.kpt_thr,
+                         track_ids=pose.get('track_ids'))
 
     def to_json(self, frame_name: str, frame_index: Optional[int],
                 img_shape: Tuple[int, int], pose: dict) -> dict:
         """COCO-style JSON record of one image's people (boxes xywh,
-        keypoints flattened as x, y, score)."""
+        keypoints flattened as x, y, score; on video also each person's
+        ``track_id``, -1 for one too unsure to be tracked)."""
         meta = self.dataset_meta
         names = [
             meta['keypoint_id2name'][i] for i in range(self.num_keypoints)
@@ -195,6 +200,8 @@ class PoseInferencer(BaseTaskInferencer):
                      keypoints=np.concatenate(
                          [kpts, kscores[:, None]], axis=1).reshape(-1).tolist(),
                      keypoint_scores=kscores.tolist()))
+        for inst, track_id in zip(instances, pose.get('track_ids', ())):
+            inst['track_id'] = int(track_id)
         return dict(input=frame_name,
                     frame_index=frame_index,
                     height=int(img_shape[0]),

@@ -35,6 +35,8 @@ from tqdm import tqdm
 
 from sapiens_mm.datasets.keypoint_formats import (EXPORT_FORMATS,
                                                   convert_pose_record)
+from sapiens_mm.tracking import (DepthStabilizer, NormalStabilizer,
+                                 PoseTracker, bboxes_from_keypoints)
 from sapiens_mm.utils.foreground import (person_cutouts, rgba_cutout,
                                          soft_foreground)
 from sapiens_mm.visualization import SKELETON_STYLES, SkeletonStyle
@@ -58,6 +60,40 @@ DENSE_TASKS = ('seg', 'depth', 'normal')
 
 class StopRequested(Exception):
     """The user closed the live view."""
+
+
+def _nonfinite_counts(pred: dict) -> Dict[str, int]:
+    """Per dense task of one frame's prediction, how many NaN / inf values
+    the model produced (seg: its logits); tasks without any are left out."""
+    counts = {}
+    for task, sample in pred['samples'].items():
+        field = {'seg': 'seg_logits', 'depth': 'pred_depth_map',
+                 'normal': 'pred_normal_map'}.get(task)
+        data = getattr(sample, field, None) if field else None
+        if data is None:
+            continue
+        n = int((~torch.isfinite(data.data)).sum())
+        if n:
+            counts[task] = n
+    return counts
+
+
+class _VideoState:
+    """What the inferencer carries from frame to frame of one video or
+    webcam: its pose tracker, dense stabilisers and last keypoints."""
+
+    def __init__(self, source: Source, tracker: Optional[PoseTracker],
+                 stabilize_alpha: Optional[float]) -> None:
+        self.source = source
+        self.tracker = tracker
+        self.depth = self.normal = None
+        if stabilize_alpha is not None:
+            self.depth = DepthStabilizer(stabilize_alpha)
+            self.normal = NormalStabilizer(stabilize_alpha)
+        #: The last frame's (unsmoothed) keypoints, scores and track IDs.
+        self.keypoints: Optional[np.ndarray] = None
+        self.keypoint_scores: Optional[np.ndarray] = None
+        self.track_ids: Optional[np.ndarray] = None
 
 
 class SapiensInferencer:
@@ -98,10 +134,32 @@ class SapiensInferencer:
         bbox_thr: Minimum detector score of a person box. Defaults to 0.3.
         nms_thr: IoU threshold of the box NMS. Defaults to 0.3.
         kpt_thr: Keypoints below this score are not drawn. Defaults to 0.3.
+        track: On videos and webcams, give each person a track ID that stays
+            the same from frame to frame
+            (:class:`~sapiens_mm.tracking.PoseTracker`: box IoU and
+            keypoint OKS). Defaults to True.
+        smooth: On videos and webcams, smooth each track's keypoints with a
+            One-Euro filter (needs ``track``; still images are never
+            smoothed). Defaults to True.
+        det_interval: On videos and webcams, run the person detector every
+            N frames only; the frames between take their boxes from the
+            previous frame's keypoints (as rtmlib's ``PoseTracker``).
+            Defaults to 1 (every frame).
+        tracker_cfg: Settings of the tracker and its filter (``iou_weight``,
+            ``match_thr``, ``birth_thr``, ``max_age``, ``min_cutoff``,
+            ``beta``, ``d_cutoff``); see
+            :class:`~sapiens_mm.tracking.PoseTracker`.
+        stabilize_dense: On videos, stabilise depth (aligned to the previous
+            frame by a least-squares scale and shift on the foreground, then
+            averaged) and normals (averaged, renormalised) over time.
+            Defaults to False.
+        stabilize_alpha: Weight of the new frame in that average, in
+            (0, 1]. Defaults to 0.5.
 
     Person boxes come from, in order: boxes given to ``__call__``; else the
-    detector (score >= ``bbox_thr``, NMS); else the whole image. Keypoints
-    are returned in original image pixels.
+    detector (score >= ``bbox_thr``, NMS; on video every ``det_interval``
+    frames, the previous frame's keypoints between); else the whole image.
+    Keypoints are returned in original image pixels.
 
     Decoding, person detection and pre-processing of the next batch run in
     a worker thread while the models run on the current one, and the
@@ -125,7 +183,13 @@ class SapiensInferencer:
                  det_cat_id: int = 0,
                  bbox_thr: float = 0.3,
                  nms_thr: float = 0.3,
-                 kpt_thr: float = 0.3) -> None:
+                 kpt_thr: float = 0.3,
+                 track: bool = True,
+                 smooth: bool = True,
+                 det_interval: int = 1,
+                 tracker_cfg: Optional[dict] = None,
+                 stabilize_dense: bool = False,
+                 stabilize_alpha: float = 0.5) -> None:
         if device is None:
             device = 'cuda' if torch.cuda.is_available() else 'cpu'
         self.device = torch.device(device)
@@ -163,6 +227,28 @@ class SapiensInferencer:
                 ti.compile()
         #: (input, reason) of every input skipped by the last call.
         self.skipped: List[Tuple[str, str]] = []
+        if isinstance(det_interval, bool) or not isinstance(
+                det_interval, int) or det_interval < 1:
+            raise ValueError(f'det_interval must be a positive int (run the '
+                             f'detector every N frames), got '
+                             f'{det_interval!r}.')
+        self.track, self.det_interval = bool(track), det_interval
+        self.kpt_thr = kpt_thr
+        self.tracker_cfg = dict(tracker_cfg or {}, smooth=bool(smooth))
+        unknown = set(self.tracker_cfg) - {
+            'iou_weight', 'match_thr', 'birth_thr', 'max_age', 'min_cutoff',
+            'beta', 'd_cutoff', 'smooth'
+        }
+        if unknown:
+            raise ValueError(f'Unknown tracker_cfg keys {sorted(unknown)}; '
+                             'see sapiens_mm.tracking.PoseTracker.')
+        if self.track and 'pose' in self.task_inferencers:
+            self._new_tracker()  # validates the settings now
+        self.stabilize_alpha = None
+        if stabilize_dense:
+            DepthStabilizer(stabilize_alpha)  # validates alpha
+            self.stabilize_alpha = float(stabilize_alpha)
+        self._video: Optional[_VideoState] = None
 
     # ------------------------------------------------------------ set-up
     @staticmethod
@@ -195,6 +281,24 @@ class SapiensInferencer:
         without a detector)."""
         pose = self.task_inferencers.get('pose')
         return pose.detector if pose is not None else None
+
+    def _new_tracker(self) -> PoseTracker:
+        meta = self.task_inferencers['pose'].dataset_meta
+        sigmas = meta.get('sigmas')
+        return PoseTracker(
+            sigmas=None if sigmas is None or not len(sigmas) else sigmas,
+            kpt_thr=self.kpt_thr, **self.tracker_cfg)
+
+    def _video_state(self, src: Source) -> Optional[_VideoState]:
+        """The frame-to-frame state of a video / webcam source (a new one
+        when the source changes); None for images."""
+        if src.kind not in ('video', 'webcam'):
+            return None
+        if self._video is None or self._video.source is not src:
+            tracker = self._new_tracker() if (
+                self.track and 'pose' in self.task_inferencers) else None
+            self._video = _VideoState(src, tracker, self.stabilize_alpha)
+        return self._video
 
     def _skip(self, src: Source, reason: str) -> None:
         name = src.path or src.name
@@ -297,17 +401,24 @@ class SapiensInferencer:
             for images), ``img_shape`` (H, W) and ``predictions`` with, per
             task: ``pose``: dict(``skeleton``, ``bboxes`` (N, 4) xyxy,
             ``bbox_scores`` (N,), ``bbox_source`` ('user' / 'detector' /
-            'whole_image'), ``keypoints`` (N, K, 2), ``keypoint_scores``
-            (N, K)); ``seg``: (H, W) uint8 labels; ``depth``: (H, W)
+            'whole_image', or 'keypoints' for the previous frame's on a
+            frame without detection), ``keypoints`` (N, K, 2),
+            ``keypoint_scores`` (N, K), on video ``track_ids`` (N,));
+            ``seg``: (H, W) uint8 labels; ``depth``: (H, W)
             float32 relative depth (larger = farther); ``normal``: (H, W, 3)
             float32 unit normals. When seg ran, depth and normals are NaN
             outside the person foreground (label > 0). Also ``pred_files``
-            and ``vis_files`` ({task: path} of what was written), plus
-            ``visualization`` / ``datasamples`` when asked.
+            and ``vis_files`` ({task: path} of what was written),
+            ``nonfinite`` ({task: number of NaN / inf values the model
+            output}, empty when all are finite; each such frame is also
+            logged as a warning), plus ``visualization`` / ``datasamples``
+            when asked. Two inputs with the same name get distinct output
+            names (``x``, ``x_1``...: see ``name``, and the log).
         """
         batch_size = self.check_batch_size(batch_size or self.batch_size)
         self._check_output_options(skeleton_style, export_formats, save_mask)
         self.skipped = []
+        self._video = None
         sources = collect_sources(inputs)
         if not sources:
             raise ValueError('No input given.')
@@ -437,10 +548,26 @@ class SapiensInferencer:
                 prepared['dense'][task] = self.task_inferencers[
                     task].preprocess_images(images)
         if 'pose' in self.task_inferencers:
+            # Frames without detection (det_interval) are prepared in
+            # forward(): their boxes come from the previous frame's result.
+            ready = [
+                i for i, f in enumerate(batch)
+                if not self._boxes_from_last_frame(f, user_boxes)
+            ]
+            prepared['pose_frames'] = ready
             prepared['pose'] = self.task_inferencers['pose'].preprocess_images(
-                images, [f.source.name for f in batch],
-                [user_boxes[f.source.index] for f in batch])
+                [images[i] for i in ready],
+                [batch[i].source.name for i in ready],
+                [user_boxes[batch[i].source.index] for i in ready])
         return prepared
+
+    def _boxes_from_last_frame(self, frame: Frame, user_boxes) -> bool:
+        """Whether ``frame`` takes its person boxes from the previous
+        frame's keypoints instead of the detector (det_interval)."""
+        return (self.det_interval > 1
+                and frame.source.kind in ('video', 'webcam')
+                and user_boxes[frame.source.index] is None
+                and frame.frame_index % self.det_interval != 0)
 
     def forward(self, prepared: dict, batch_size: int) -> List[dict]:
         """Run the models on a :meth:`preprocess` output.
@@ -461,20 +588,78 @@ class SapiensInferencer:
                                          ti.postprocess(samples)):
                 pred['samples'][task] = sample
                 pred[task] = arr
+        for pred in preds:  # before the seg mask adds NaNs on purpose
+            pred['nonfinite'] = _nonfinite_counts(pred)
         for pred in preds:  # the person foreground masks the dense outputs
             if 'seg' in pred:
                 background = pred['seg'] == 0
                 for task in ('depth', 'normal'):
                     if task in pred:
                         pred[task][background] = np.nan
+        ready = {}
         if 'pose' in self.task_inferencers:
             ti = self.task_inferencers['pose']
             samples = ti.forward(prepared['pose']['packed'], batch_size)
-            for pred, out in zip(preds, ti.postprocess(prepared['pose'],
-                                                       samples)):
+            ready = dict(zip(prepared['pose_frames'],
+                             ti.postprocess(prepared['pose'], samples)))
+        # In frame order: each frame's tracking needs the previous frame's.
+        for i, (frame, pred) in enumerate(zip(prepared['batch'], preds)):
+            if 'pose' in self.task_inferencers:
+                out = ready.get(i) or self._pose_from_last_frame(
+                    frame, batch_size)
                 pred['pose'] = out['pose']
                 pred['samples']['pose'] = out['samples']
+                bad = sum(int((~np.isfinite(out['pose'][k])).sum())
+                          for k in ('keypoints', 'keypoint_scores'))
+                if bad:
+                    pred['nonfinite']['pose'] = bad
+            self._follow(frame, pred)
         return preds
+
+    def _pose_from_last_frame(self, frame: Frame, batch_size: int) -> dict:
+        """Pose of a frame without detection: boxes around the previous
+        frame's people (the detector when there were none)."""
+        ti = self.task_inferencers['pose']
+        state = self._video_state(frame.source)
+        boxes = None
+        if state.keypoints is not None:
+            boxes, keep = bboxes_from_keypoints(
+                state.keypoints, state.keypoint_scores, self.kpt_thr,
+                img_shape=frame.image.shape[:2])
+        if boxes is not None and not len(boxes):
+            boxes = None  # everyone was lost: detect
+        prepared = ti.preprocess_images([frame.image], [frame.source.name],
+                                        [boxes])
+        out = ti.postprocess(prepared,
+                             ti.forward(prepared['packed'], batch_size))[0]
+        if boxes is not None:
+            out['pose']['bbox_source'] = 'keypoints'
+            if state.track_ids is not None:  # each box's track is known
+                out['pose']['known_ids'] = state.track_ids[keep]
+        return out
+
+    def _follow(self, frame: Frame, pred: dict) -> None:
+        """Video only: track IDs and smoothed keypoints for the pose,
+        stabilised depth and normals."""
+        state = self._video_state(frame.source)
+        if state is None:
+            return
+        t = frame.frame_index / frame.source.fps
+        pose = pred.get('pose')
+        if pose is not None:
+            known = pose.pop('known_ids', None)
+            state.keypoints = pose['keypoints']
+            state.keypoint_scores = pose['keypoint_scores']
+            if state.tracker is not None:
+                ids, keypoints = state.tracker.update(
+                    pose['bboxes'], pose['keypoints'],
+                    pose['keypoint_scores'], t, known)
+                pose['track_ids'] = state.track_ids = ids
+                pose['keypoints'] = keypoints
+        if state.depth is not None and 'depth' in pred:
+            pred['depth'] = state.depth(pred['depth'])
+        if state.normal is not None and 'normal' in pred:
+            pred['normal'] = state.normal(pred['normal'])
 
     def visualize(self, frame: Frame, pred: dict,
                   draw_bbox: bool = True,
@@ -509,7 +694,17 @@ class SapiensInferencer:
             predictions={t: pred[t]
                          for t in self.tasks},
             pred_files={},
-            vis_files={})
+            vis_files={},
+            nonfinite=dict(pred.get('nonfinite') or {}))
+        if result['nonfinite']:
+            where = result['input'] if frame.frame_index is None else \
+                f'{result["input"]} frame {frame.frame_index}'
+            outputs = ', '.join(f'{t} output ({n} values)'
+                                for t, n in result['nonfinite'].items())
+            print_log(
+                f'{where}: non-finite (NaN / inf) values in the {outputs}; '
+                'the model weights or the input may be corrupt.',
+                logger='current', level=30)
         out_dir = opts['out_dir']
         if opts['save_pred']:
             for task in self.tasks:
