@@ -38,9 +38,7 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'images are skipped with a message, and a run where every '
             'input fails exits with an error. --export-format adds '
             'OUT_DIR/pose_<format>/<name>.json, --save-mask OUT_DIR/mask/.'
-            '
-
-'
+            '\n\n'
             'Example:\n  python tools/infer.py photo.jpg --checkpoints '
             'sapiens_0.3b_goliath_best_goliath_AP_573.pth '
             'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth '
