@@ -36,7 +36,9 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             '<name>_2...; OUT_DIR/outputs.json maps every input to its '
             'files. Files are written atomically; unreadable or truncated '
             'images are skipped with a message, and a run where every '
-            'input fails exits with an error.\n\n'
+            'input fails exits with an error. --export-format adds '
+            'OUT_DIR/pose_<format>/<name>.json, --save-mask OUT_DIR/mask/.'
+            '\n\n'
             'Example:\n  python tools/infer.py photo.jpg --checkpoints '
             'sapiens_0.3b_goliath_best_goliath_AP_573.pth '
             'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth '
@@ -140,6 +142,21 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='ms to wait per shown frame (default: %(default)s)')
     o.add_argument('--no-progress', action='store_true',
                    help='no progress bar')
+    o.add_argument('--skeleton-style', choices=('mmpose', 'openpose'),
+                   default='mmpose',
+                   help='pose drawing: over the image in the layout\'s '
+                   'colours (mmpose) or ControlNet-style on black (openpose) '
+                   '(default: %(default)s)')
+    o.add_argument('--export-format', nargs='+', default=[],
+                   choices=('coco17', 'coco_wholebody', 'openpose'),
+                   metavar='FORMAT',
+                   help='also write the pose in these keypoint formats: '
+                   'coco17, coco_wholebody, openpose (OpenPose JSON, as '
+                   'ControlNet tools read) to OUT_DIR/pose_<format>/')
+    o.add_argument('--save-mask', action='store_true',
+                   help='write the person foreground from seg: OUT_DIR/mask/'
+                   '<name>.png (soft mask), <name>_rgba.png (cut-out) and '
+                   '<name>_person<i>.png per pose box')
     from sapiens_mm.utils import add_debug_argument
     add_debug_argument(p)
     return p
@@ -251,7 +268,10 @@ def main(argv: Optional[Sequence[str]] = None,
             wait_time=args.wait_time,
             draw_bbox=not args.no_draw_bbox,
             max_frames=args.max_frames,
-            show_progress=not args.no_progress):
+            show_progress=not args.no_progress,
+            skeleton_style=args.skeleton_style,
+            export_formats=args.export_format,
+            save_mask=args.save_mask):
         summary.append({
             k: result[k]
             for k in ('input', 'name', 'frame_index', 'pred_files',
