@@ -1,4 +1,5 @@
-"""The multi-task inferencer: pose, body parts, depth and normals at once.
+"""The multi-task inferencer: pose, body parts, depth and normals at once
+(and Sapiens2's pointmaps and albedo).
 
 :class:`SapiensInferencer` follows the conventions of mmengine's
 ``BaseInferencer`` and of ``MMPoseInferencer`` / ``MMSegInferencer``: build
@@ -33,6 +34,8 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 from tqdm import tqdm
 
+from sapiens_mm.utils.pointcloud import write_ply
+
 from ..inference import DTYPES, TASKS, Task
 from ..model_zoo import SapiensModelInfo
 from .base_task_inferencer import BaseTaskInferencer
@@ -47,7 +50,7 @@ from .utils.writers import VideoWriters, write_json, write_npy, write_png
 
 __all__ = ['SapiensInferencer']
 
-DENSE_TASKS = ('seg', 'depth', 'normal')
+DENSE_TASKS = ('seg', 'depth', 'normal', 'pointmap', 'albedo')
 
 
 class StopRequested(Exception):
@@ -274,10 +277,13 @@ class SapiensInferencer:
             'whole_image'), ``keypoints`` (N, K, 2), ``keypoint_scores``
             (N, K)); ``seg``: (H, W) uint8 labels; ``depth``: (H, W)
             float32 relative depth (larger = farther); ``normal``: (H, W, 3)
-            float32 unit normals. When seg ran, depth and normals are NaN
+            float32 unit normals; Sapiens2 ``pointmap``: (H, W, 3) float32
+            metric camera-frame XYZ, ``albedo``: (H, W, 3) float32 RGB.
+            When seg ran, depth, normals, pointmaps and albedo are NaN
             outside the person foreground (label > 0). Also ``pred_files``
-            and ``vis_files`` ({task: path} of what was written), plus
-            ``visualization`` / ``datasamples`` when asked.
+            and ``vis_files`` ({task: path} of what was written; a pointmap
+            adds ``pointmap_ply``, the coloured point cloud of its finite
+            points), plus ``visualization`` / ``datasamples`` when asked.
         """
         batch_size = self.check_batch_size(batch_size or self.batch_size)
         self.skipped = []
@@ -412,7 +418,7 @@ class SapiensInferencer:
         for pred in preds:  # the person foreground masks the dense outputs
             if 'seg' in pred:
                 background = pred['seg'] == 0
-                for task in ('depth', 'normal'):
+                for task in ('depth', 'normal', 'pointmap', 'albedo'):
                     if task in pred:
                         pred[task][background] = np.nan
         if 'pose' in self.task_inferencers:
@@ -466,6 +472,11 @@ class SapiensInferencer:
                 else:
                     path = osp.join(out_dir, task, stem + '.npy')
                     write_npy(path, pred[task])
+                    if task == 'pointmap':  # + the coloured point cloud
+                        ply = osp.join(out_dir, task, stem + '.ply')
+                        write_ply(ply, pred[task],
+                                  colors=frame.image[..., ::-1])
+                        result['pred_files']['pointmap_ply'] = ply
                 result['pred_files'][task] = path
         if opts['save_vis'] or opts['return_vis'] or opts['show']:
             vis = self.visualize(frame, pred, opts['draw_bbox'])
