@@ -232,3 +232,15 @@ class ToyModel(BaseModel):
     def forward(self, x, y, scale, mode='loss'):
         err = (self.fc(x) - y).pow(2).mean()
         return dict(loss_mse=err * scale.mean(), loss_reg=err.detach() * 0)
+
+
+def load_tool(name: str):
+    """``tools/<name>.py`` as a module (its ``main(argv)`` runs in this
+    process)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        f'sapiens_tools_{name.replace("/", "_")}', ROOT / 'tools' /
+        f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
