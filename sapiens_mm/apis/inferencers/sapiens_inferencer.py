@@ -70,7 +70,8 @@ def _nonfinite_counts(pred: dict) -> Dict[str, int]:
     counts = {}
     for task, sample in pred['samples'].items():
         field = {'seg': 'seg_logits', 'depth': 'pred_depth_map',
-                 'normal': 'pred_normal_map'}.get(task)
+                 'normal': 'pred_normal_map', 'pointmap': 'pred_pointmap',
+                 'albedo': 'pred_albedo_map'}.get(task)
         data = getattr(sample, field, None) if field else None
         if data is None:
             continue
