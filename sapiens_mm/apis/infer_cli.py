@@ -235,11 +235,13 @@ def main(argv: Optional[Sequence[str]] = None,
 
     from .inferencers import SapiensInferencer
     bboxes = _load_bboxes(args.bboxes)
+    models = models_from_args(args)
     if not (args.no_save_pred and args.no_save_vis):
+        # before any model is built or run
         from sapiens_mm.engine.fileio import ensure_writable_dir
         ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
     inferencer = SapiensInferencer(
-        models=models_from_args(args),
+        models=models,
         tasks=args.tasks,
         device=args.device,
         batch_size=args.batch_size,
