@@ -4,11 +4,16 @@ Every load is ``torch.load(..., weights_only=True)`` with an explicit
 allowlist of the (non-tensor) Python types that real checkpoints contain:
 numpy arrays and scalars (mmengine's Runner stores them in ``meta`` and
 ``message_hub``) and mmengine's ``HistoryBuffer`` (whose pickled statistics
-methods need a ``getattr`` restricted to exactly those methods). Anything else is refused
-before it can run: a pickle whose ``__reduce__`` calls ``os.system`` is never
-executed. A user who trusts a file that needs another type can allow it with
-:func:`add_trusted_types` or the ``SAPIENS_MM_TRUSTED_TYPES`` environment
-variable (comma-separated ``module.Name`` entries).
+methods need a ``getattr`` restricted to exactly those methods). Anything
+else is refused before it can run: a pickle whose ``__reduce__`` calls
+``os.system`` is never executed. numpy scalars are built through a guarded
+``scalar`` that refuses dtypes holding Python objects (raw bytes would
+become object pointers). A user who trusts a file that needs another data
+class can allow it with :func:`add_trusted_types` or the
+``SAPIENS_MM_TRUSTED_TYPES`` environment variable (comma-separated
+``module.Name`` entries); functions and anything from ``os``,
+``subprocess``, ``builtins.eval`` and the like are refused even then.
+Weights with NaN / inf values are refused by :func:`load_state_dict`.
 
 ``.safetensors`` files (the Sapiens2 release format; tensors only, no
 pickle) are read with the ``safetensors`` package, recognised by suffix or
