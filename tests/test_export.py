@@ -313,10 +313,11 @@ def test_cli_export_and_infer(exported, tmp_path):
     assert labels.shape == (40, 30) and labels.dtype == np.uint8
 
 
-def test_export_cli_arguments(monkeypatch):
+def test_export_cli_arguments(monkeypatch, tmp_path):
     """Every CLI option reaches export_model (the export itself is tested
     above)."""
     import sapiens_mm.deploy.export as export_mod
+    monkeypatch.chdir(tmp_path)  # the CLI checks (creates) --out-dir
     calls = []
     monkeypatch.setattr(export_mod, 'export_model',
                         lambda *a, **k: calls.append((a, k)) or {})

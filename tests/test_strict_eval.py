@@ -5,9 +5,10 @@ import json
 
 import pytest
 import torch
-from cluster_helpers import load_tool, write_seg_data, write_tiny_config
+from cluster_helpers import write_seg_data, write_tiny_config
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
+from tool_helpers import load_tool
 
 from sapiens_mm.utils import run_cli
 
@@ -190,3 +191,14 @@ def test_tools_test_py_process_ends_with_one_line(setup):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith('tools/test.py: error: ') and \
         'unexpected keys [w]' in last
+
+
+def test_convert_tool_random_bytes_one_line(tmp_path, capsys):
+    src = tmp_path / 'download.pth'
+    src.write_bytes(bytes(range(256)) * 8)
+    tool = load_tool('convert_pretrain_to_clean')
+    msg = _one_line_error(capsys, run_cli, tool.main,
+                          [str(src), str(tmp_path / 'clean.pth')],
+                          'tools/convert_pretrain_to_clean.py')
+    assert f'Cannot read checkpoint {src}' in msg
+    assert not (tmp_path / 'clean.pth').exists()

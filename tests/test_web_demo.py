@@ -1,6 +1,7 @@
 """The browser demo (tools/web_demo.py) in a real headless Chromium, driven
 by selenium (issue 19): upload the astronaut, wait for the overlays, check
-them; a non-image upload shows a readable error in the page."""
+them; a non-image upload shows a readable error in the page. Also the demo's
+webcam path and checkpoint discovery, without a browser."""
 import os
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
 CHROMEDRIVER = shutil.which('chromedriver')
 
-pytestmark = pytest.mark.skipif(
+needs_chromium = pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER),
     reason='headless Chromium is not installed (chromium and '
     'chromium-driver; tools/setup_env.sh installs them with apt-get, or '
@@ -106,6 +107,7 @@ def _click_task(driver, name):
     raise AssertionError(f'no {name!r} task checkbox')
 
 
+@needs_chromium
 def test_astronaut(server, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -150,6 +152,7 @@ def test_astronaut(server, browser, tmp_path):
         shutil.copy(shot, os.environ['SAPIENS_WEB_DEMO_SHOT'])
 
 
+@needs_chromium
 def test_non_image_upload_shows_error(server, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -163,3 +166,43 @@ def test_non_image_upload_shows_error(server, browser, tmp_path):
     assert status.is_displayed()
     assert ('notes.txt is not an image that can be read: upload a JPEG, '
             'PNG') in status.text
+
+
+def test_webcam_snapshot_and_checkpoints(tmp_path):
+    """A webcam snapshot (RGB array) runs like an upload; checkpoints in a
+    folder are offered per task, unrecognisable files left out."""
+    import torch
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope
+    from mmseg.registry import MODELS
+    from tiny_configs import TINY
+
+    from sapiens_mm.apis.web_demo import TINY_CHOICE, WebDemo, find_checkpoints
+    with DefaultScope.overwrite_default_scope('mmseg'):
+        model = MODELS.build(Config.fromfile(str(TINY['depth'])).model)
+    (tmp_path / 'ckpts').mkdir()
+    ckpt = tmp_path / 'ckpts/sapiens_tiny_render_people_epoch_1.pth'
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, ckpt)
+    (tmp_path / 'ckpts/notes.pth').write_bytes(b'not a checkpoint')
+    found = find_checkpoints([str(tmp_path / 'ckpts')])
+    assert found['depth'] == {ckpt.name: str(ckpt)}
+    assert found['pose'] == found['seg'] == found['normal'] == {}
+    demo = WebDemo(found, device='cpu', out_root=str(tmp_path / 'runs'))
+    assert demo.choices('depth') == [ckpt.name, TINY_CHOICE]
+    rgb = np.zeros((60, 40, 3), np.uint8)
+    rgb[10:50, 10:30] = (200, 120, 40)
+    overlays, files, status = demo.run(None, rgb, ['depth'],
+                                       {'depth': ckpt.name})
+    assert status == 'Ran depth on webcam (40x60); 3 file(s) to download.'
+    # input and depth panels, 512 px high plus the title bar
+    assert overlays.shape == (540, 2 * round(40 * 512 / 60) + 8, 3)
+    assert sorted(Path(f).name for f in files) == [
+        'depth_webcam.npy', 'depth_webcam.png', 'input_webcam.png']
+    # the snapshot is RGB: the saved input is its BGR version
+    saved = cv2.imread(next(f for f in files if 'input_' in f))
+    np.testing.assert_array_equal(saved, rgb[..., ::-1])
+    _, _, status = demo.run(None, None, ['depth'], {})
+    assert status == ('**Error:** Upload an image or take a webcam snapshot '
+                      'first.')
+    _, _, status = demo.run(None, rgb, [], {})
+    assert status == '**Error:** Choose at least one task.'

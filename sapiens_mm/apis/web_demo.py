@@ -29,8 +29,8 @@ from sapiens_mm.utils.cli import one_line
 
 from .model_zoo import shipped_config
 
-__all__ = ['TINY_CHOICE', 'DEMO_TASKS', 'find_checkpoints', 'WebDemo',
-           'build_demo']
+__all__ = ['TINY_CHOICE', 'DEMO_TASKS', 'find_checkpoints', 'side_by_side',
+           'WebDemo', 'build_demo']
 
 #: Model choice that builds the shipped tiny config with random weights.
 TINY_CHOICE = 'tiny (random weights, no download)'
@@ -44,15 +44,15 @@ def find_checkpoints(paths: Sequence[str]) -> Dict[str, Dict[str, str]]:
     """Checkpoints per task among files and folders (searched recursively).
 
     The task of each file is recognised as the CLI does (official file
-    name, weights, or an exported model's metadata); files whose task cannot
-    be told are logged and left out.
+    name, weights, or an exported model's metadata); files that cannot be
+    read or whose task cannot be told are logged and left out.
 
     Returns:
         ``{task: {label: path}}`` with the file name as label.
     """
     from sapiens_mm.deploy.runtime import is_exported_model
 
-    from .model_zoo import UnrecognizedCheckpointError, recognize_checkpoint
+    from .model_zoo import recognize_checkpoint
     found: Dict[str, Dict[str, str]] = {t: {} for t in DEMO_TASKS}
     files: List[Path] = []
     for text in paths:
@@ -71,9 +71,9 @@ def find_checkpoints(paths: Sequence[str]) -> Dict[str, Dict[str, str]]:
                 task = read_metadata(str(f))['task']
             else:
                 task = recognize_checkpoint(f).task
-        except (UnrecognizedCheckpointError, ValueError, KeyError) as e:
-            print_log(f'Web demo: skipped {f}: {e}', logger='current',
-                      level=30)
+        except Exception as e:  # noqa: BLE001 (unreadable: left out, said)
+            print_log(f'Web demo: skipped {f}: {one_line(e)}',
+                      logger='current', level=30)
             continue
         if task in found:
             found[task][f.name] = str(f)

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
+from mmpose.datasets.transforms import TopdownAffine
 
 from sapiens_mm.codecs import as_batch_decoder
 from sapiens_mm.visualization import SkeletonStyle, draw_openpose, draw_pose
@@ -77,7 +78,7 @@ class PoseInferencer(BaseTaskInferencer):
     def pipeline_input_size(self) -> Optional[tuple]:
         size = [
             s.input_size for s in self.pipeline.transforms
-            if type(s).__name__ == 'TopdownAffine'
+            if isinstance(s, TopdownAffine)  # Sapiens2TopdownAffine too
         ]
         return tuple(size[0]) if size else None
 

@@ -1,4 +1,5 @@
-"""The multi-task inferencer: pose, body parts, depth and normals at once.
+"""The multi-task inferencer: pose, body parts, depth and normals at once
+(and Sapiens2's pointmaps and albedo).
 
 :class:`SapiensInferencer` follows the conventions of mmengine's
 ``BaseInferencer`` and of ``MMPoseInferencer`` / ``MMSegInferencer``: build
@@ -39,6 +40,7 @@ from sapiens_mm.tracking import (DepthStabilizer, NormalStabilizer,
                                  PoseTracker, bboxes_from_keypoints)
 from sapiens_mm.utils.foreground import (person_cutouts, rgba_cutout,
                                          soft_foreground)
+from sapiens_mm.utils.pointcloud import write_ply
 from sapiens_mm.visualization import SKELETON_STYLES, SkeletonStyle
 
 from ..inference import DTYPES, TASKS, Task
@@ -55,7 +57,7 @@ from .utils.writers import VideoWriters, write_json, write_npy, write_png
 
 __all__ = ['SapiensInferencer']
 
-DENSE_TASKS = ('seg', 'depth', 'normal')
+DENSE_TASKS = ('seg', 'depth', 'normal', 'pointmap', 'albedo')
 
 
 class StopRequested(Exception):
@@ -68,7 +70,8 @@ def _nonfinite_counts(pred: dict) -> Dict[str, int]:
     counts = {}
     for task, sample in pred['samples'].items():
         field = {'seg': 'seg_logits', 'depth': 'pred_depth_map',
-                 'normal': 'pred_normal_map'}.get(task)
+                 'normal': 'pred_normal_map', 'pointmap': 'pred_pointmap',
+                 'albedo': 'pred_albedo_map'}.get(task)
         data = getattr(sample, field, None) if field else None
         if data is None:
             continue
@@ -406,11 +409,14 @@ class SapiensInferencer:
             ``keypoint_scores`` (N, K), on video ``track_ids`` (N,));
             ``seg``: (H, W) uint8 labels; ``depth``: (H, W)
             float32 relative depth (larger = farther); ``normal``: (H, W, 3)
-            float32 unit normals. When seg ran, depth and normals are NaN
+            float32 unit normals; Sapiens2 ``pointmap``: (H, W, 3) float32
+            metric camera-frame XYZ, ``albedo``: (H, W, 3) float32 RGB.
+            When seg ran, depth, normals, pointmaps and albedo are NaN
             outside the person foreground (label > 0). Also ``pred_files``
-            and ``vis_files`` ({task: path} of what was written),
-            ``nonfinite`` ({task: number of NaN / inf values the model
-            output}, empty when all are finite; each such frame is also
+            and ``vis_files`` ({task: path} of what was written; a pointmap
+            adds ``pointmap_ply``, the coloured point cloud of its finite
+            points), ``nonfinite`` ({task: number of NaN / inf values the
+            model output}, empty when all are finite; each such frame is also
             logged as a warning), plus ``visualization`` / ``datasamples``
             when asked. Two inputs with the same name get distinct output
             names (``x``, ``x_1``...: see ``name``, and the log).
@@ -593,7 +599,7 @@ class SapiensInferencer:
         for pred in preds:  # the person foreground masks the dense outputs
             if 'seg' in pred:
                 background = pred['seg'] == 0
-                for task in ('depth', 'normal'):
+                for task in ('depth', 'normal', 'pointmap', 'albedo'):
                     if task in pred:
                         pred[task][background] = np.nan
         ready = {}
@@ -722,6 +728,11 @@ class SapiensInferencer:
                 else:
                     path = osp.join(out_dir, task, stem + '.npy')
                     write_npy(path, pred[task])
+                    if task == 'pointmap':  # + the coloured point cloud
+                        ply = osp.join(out_dir, task, stem + '.ply')
+                        write_ply(ply, pred[task],
+                                  colors=frame.image[..., ::-1])
+                        result['pred_files']['pointmap_ply'] = ply
                 result['pred_files'][task] = path
         if opts['save_mask']:
             self._foreground(frame, pred, result, stem, out_dir)
