@@ -28,12 +28,11 @@ heatmap codec, the full config) is stored with the file: in the ONNX
 archive (``extra/sapiens_mm.json``) and in a JSON sidecar
 ``<name>.pt2.json``. :func:`read_metadata` reads either.
 """
-import copy
 import json
 import os
 import os.path as osp
 import zipfile
-from typing import Dict, List, Literal, Optional, Sequence, Tuple, Union
+from typing import Dict, Literal, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
