@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from cluster_helpers import load_tool
+from tool_helpers import load_tool
 
 from sapiens_mm.datasets import coco_wholebody_to_goliath
 from sapiens_mm.datasets.keypoint_formats import (

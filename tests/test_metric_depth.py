@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cluster_helpers import load_tool
 from PIL import Image
+from tool_helpers import load_tool
 
 from sapiens_mm.datasets.synthetic import load_sample, write_dataset
 from sapiens_mm.utils.metric_depth import (
