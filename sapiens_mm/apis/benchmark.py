@@ -954,10 +954,10 @@ def build_parser(prog: Optional[str] = None):
 
 
 def _default_e2e_config(arch: str) -> str:
-    from pathlib import Path
+    from sapiens_mm.apis.model_zoo import config_root
     name = str(arch).lower()
     name = name if name.startswith('sapiens_') else 'sapiens_' + name
-    root = Path(__file__).resolve().parents[2] / 'configs' / 'seg' / 'goliath'
+    root = config_root() / 'seg' / 'goliath'
     found = sorted(root.glob(f'{name}-*_goliath-*.py'))
     if not found:
         raise ValueError(
