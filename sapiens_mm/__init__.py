@@ -11,6 +11,7 @@ from .version import __version__
 check_versions()
 
 from . import checkpoint  # noqa: E402
+from . import codecs  # noqa: E402,F401
 from . import datasets  # noqa: E402,F401
 from . import engine  # noqa: E402,F401
 from . import evaluation  # noqa: E402,F401

@@ -179,7 +179,8 @@ def test_models_alternate_going_first(monkeypatch):
     result = benchmark_model(
         tiny(), batch_size=1, img_size=(64, 48), warmup=0, repeats=4,
         compare_stock=True, rate_min_time=0)
-    models = [c for c in calls if c in ('run', 'stock_run')]
+    models = [c.replace('run_and_keep', 'run') for c in calls
+              if c in ('run', 'run_and_keep', 'stock_run')]
     assert models == ['run', 'stock_run', 'stock_run', 'run'] * 2
     assert len(result['latency'].times) == 4
     assert len(result['stock_latency'].times) == 4
@@ -235,10 +236,38 @@ def test_end_to_end(tmp_path):
     (tmp_path / 'empty').mkdir()
     with pytest.raises(ValueError, match='No image'):
         end_to_end(inferencer, str(tmp_path / 'empty'), str(out))
-    pose = SapiensInferencer(dict(pose=small_cfg('pose')), device='cpu',
-                             detector='none')
-    with pytest.raises(ValueError, match='pose'):
-        end_to_end(pose, str(folder), str(out))
+
+
+def test_end_to_end_pose_and_seg_on_a_video(tmp_path):
+    """Pose (given boxes: 2 people per frame) and seg on a generated video;
+    the model-only time counts one dense pass per batch of frames and one
+    pose pass per batch of crops."""
+    from sapiens_mm.datasets.synthetic.video import write_video
+    info = write_video(tmp_path / 'people.mp4', num_frames=3, size=(96, 128),
+                       min_people=2, max_people=2, unique_frames=1)
+    boxes = info['boxes'][0]
+    assert len(boxes) == 2
+    inferencer = SapiensInferencer(
+        dict(pose=small_cfg('pose'), seg=small_cfg('seg')), device='cpu')
+    out = tmp_path / 'out'
+    result = end_to_end(inferencer, info['path'], str(out), batch_size=2,
+                        repeats=2, bboxes=boxes)
+    assert result['images'] == 3 and result['tasks'] == ['seg', 'pose']
+    assert result['crops_per_image'] == 2
+    for i in range(3):
+        pose = json.loads((out / 'pose' / 'people' /
+                           f'{i:06d}.json').read_text())
+        assert len(pose['instances']) == 2
+        assert (out / 'seg' / 'people' / f'{i:06d}.npy').exists()
+    per = result['model_batch_s']
+    assert per['crops'] == 4  # the first 2 frames, 2 people each
+    # 3 frames = 1.5 dense batches; 6 crops = 1.5 times the 4 sample crops
+    assert result['model_s'] == pytest.approx(1.5 * per['dense'] +
+                                              1.5 * per['pose'])
+    assert result['model_images_per_s'] == pytest.approx(
+        3 / result['model_s'])
+    assert result['ratio'] == pytest.approx(
+        result['e2e_images_per_s'] / result['model_images_per_s'])
 
 
 def test_cli_prints_and_writes_json(tmp_path, capsys):
@@ -268,5 +297,48 @@ def test_help_lists_the_options():
                  '--threads', '--warmup', '--repeats', '--compile',
                  '--compare-stock', '--peak-tflops', '--end-to-end',
                  '--e2e-config', '--e2e-only', '--e2e-images', '--out-dir',
-                 '--layers', '--json'):
+                 '--layers', '--json', '--compile-mode', '--sdpa-backend',
+                 '--cuda-graph', '--channels-last', '--e2e-boxes',
+                 '--e2e-cfg-options'):
         assert flag in text, flag
+
+
+def test_e2e_cli_pose_and_seg_with_boxes_and_cfg_options(tmp_path, capsys,
+                                                        monkeypatch):
+    """--e2e-config takes several configs, --e2e-cfg-options reaches the
+    configs that have the key (flip test of pose only), --e2e-boxes the
+    stream."""
+    from sapiens_mm.datasets.synthetic.video import write_video
+    info = write_video(tmp_path / 'v.mp4', num_frames=2, size=(96, 128),
+                       min_people=2, max_people=2, unique_frames=1)
+    boxes = tmp_path / 'boxes.json'
+    boxes.write_text(json.dumps(info['boxes'][0].tolist()))
+    built = []
+    import sapiens_mm.apis.inferencers as inferencers
+    real = inferencers.SapiensInferencer
+
+    def spy(models, **kwargs):
+        built.append(models)
+        return real(models, **kwargs)
+
+    monkeypatch.setattr(inferencers, 'SapiensInferencer', spy)
+    path = tmp_path / 'r.json'
+    main(['--arch', 'sapiens_tiny', '--e2e-only', '--end-to-end',
+          info['path'], '--e2e-config', str(TINY['pose']), str(TINY['seg']),
+          '--e2e-cfg-options', 'model.test_cfg.flip_test=False',
+          '--e2e-boxes', str(boxes), '--repeats', '1', '--device', 'cpu',
+          '--json', str(path)])
+    pose_cfg, seg_cfg = built[0]
+    assert pose_cfg.model.test_cfg.flip_test is False
+    assert 'flip_test' not in seg_cfg.model.test_cfg
+    e2e = json.loads(path.read_text())['end_to_end']
+    assert e2e['images'] == 2 and e2e['crops_per_image'] == 2
+    assert 'people per image    2.00' in capsys.readouterr().out
+    with pytest.raises(SystemExit, match='no --e2e-config has model.nope'):
+        main(['--arch', 'sapiens_tiny', '--e2e-only', '--end-to-end',
+              info['path'], '--e2e-config', str(TINY['seg']),
+              '--e2e-cfg-options', 'model.nope=1', '--device', 'cpu'])
+    boxes.write_text('[1, 2]')
+    with pytest.raises(SystemExit, match='e2e-boxes'):
+        main(['--arch', 'sapiens_tiny', '--e2e-only', '--end-to-end',
+              info['path'], '--e2e-boxes', str(boxes), '--device', 'cpu'])

@@ -75,7 +75,8 @@ def test_bare_images_pass_the_test_pipeline_unchanged():
     it through; a dataset sample still needs its target."""
     img = np.zeros((40, 30, 3), np.uint8)
     for step in ('LoadDenseAnnotations', 'GenerateDepthTarget',
-                 'GenerateNormalTarget'):
+                 'GenerateNormalTarget', 'GeneratePointmapTarget',
+                 'GenerateAlbedoTarget'):
         results = dict(img=img, ori_shape=(40, 30))
         out = TRANSFORMS.build(dict(type=step))(results)
         assert set(out) == {'img', 'ori_shape'}

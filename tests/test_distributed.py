@@ -87,6 +87,7 @@ def test_cpu_distributed_config(tmp_path):
 
 
 @pytest.mark.parametrize('name', [
+    'sapiens_0.3b-200e_goliath-1024x768-seg_fsdp_bf16.py',
     'sapiens_1b-200e_goliath-1024x768-seg_fsdp_bf16.py',
     'sapiens_2b-200e_goliath-1024x768-seg_fsdp_bf16.py',
     'sapiens_1b-210e_goliath-1024x768-pose_fsdp_bf16.py',

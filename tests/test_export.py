@@ -348,6 +348,7 @@ def test_export_cli_arguments(monkeypatch, tmp_path):
     above)."""
     monkeypatch.chdir(tmp_path)  # the CLI creates its (relative) out dirs
     import sapiens_mm.deploy.export as export_mod
+    monkeypatch.chdir(tmp_path)  # the CLI checks (creates) --out-dir
     calls = []
     monkeypatch.setattr(export_mod, 'export_model',
                         lambda *a, **k: calls.append((a, k)) or {})

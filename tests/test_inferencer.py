@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
+from mmpose.codecs import UDPHeatmap
 
 from sapiens_mm.apis import SapiensInferencer
 from sapiens_mm.apis.infer_cli import build_parser, main
@@ -244,8 +245,9 @@ def test_unreadable_image_in_folder_is_skipped(inferencer, tmp_path):
     (folder / 'notes.txt').write_text('not an image')
     results = inferencer(str(folder), out_dir=str(tmp_path / 'out'))
     assert [r['name'] for r in results] == ['a', 'sub/c']
-    assert inferencer.skipped == [(str(folder / 'b.jpg'),
-                                   'not a readable image')]
+    assert inferencer.skipped == [
+        (str(folder / 'b.jpg'),
+         'not a readable image (OpenCV could not decode the file)')]
     assert (tmp_path / 'out/seg/sub/c.npy').is_file()
 
 
@@ -289,7 +291,11 @@ def test_keypoints_map_back_exactly(inferencer, monkeypatch):
 
     monkeypatch.setattr(model.head, 'forward', fake_head)
     monkeypatch.setitem(model.test_cfg, 'flip_test', False)
-    # isolate the mapping from the sub-pixel (DARK) refinement
+    # isolate the mapping from the sub-pixel (DARK) refinement: mmpose's own
+    # decoder (the inferencer's batched one refines the same way)
+    d = model.head.decoder
+    monkeypatch.setattr(model.head, 'decoder', UDPHeatmap(
+        input_size=d.input_size, heatmap_size=d.heatmap_size, sigma=d.sigma))
     monkeypatch.setattr('mmpose.codecs.udp_heatmap.refine_keypoints_dark_udp',
                         lambda keypoints, heatmaps, blur_kernel_size: keypoints)
     boxes = np.array([[10, 20, 40, 100], [50, 5, 140, 45]], np.float32)

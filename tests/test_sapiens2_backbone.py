@@ -156,20 +156,57 @@ def test_rope_bf16_runs_in_bf16_also_in_fp32_models():
     assert rope.to('cpu').periods.dtype == torch.bfloat16
 
 
-def _two_block_model(rope_dtype):
+def _native_bf16_rope(periods, H, W, x):
+    """The official computation, op by op in bf16 tensors."""
+    bf = torch.bfloat16
+    cy = torch.arange(0.5, H, dtype=bf) / H
+    cx = torch.arange(0.5, W, dtype=bf) / W
+    c = torch.stack(torch.meshgrid(cy, cx, indexing='ij'), -1).flatten(0, 1)
+    a = 2 * math.pi * (2.0 * c - 1.0)[:, :, None] / periods[None, None, :]
+    a = a.flatten(1, 2).tile(2)
+    sin, cos = torch.sin(a), torch.cos(a)
+    y = x.to(bf)
+    p = x.shape[-2] - H * W
+    t = y[..., p:, :]
+    t1, t2 = t.chunk(2, -1)
+    t = t * cos + torch.cat((-t2, t1), -1) * sin
+    return sin, cos, torch.cat((y[..., :p, :], t), -2).to(x.dtype)
+
+
+@pytest.mark.parametrize('hd, grid', [
+    (64, (64, 48)), (80, (64, 48)), (76, (64, 48)),  # 0.4b/1b, 0.8b, 5b
+    (64, (3, 5)), (64, (136, 3)),  # > 129 rows: bf16 arange's own rounding
+])
+def test_rope_float_route_has_the_bits_of_bf16_ops(hd, grid):
+    # The module computes "in bf16" as float32 ops each rounded to bf16 (so
+    # that it exports to float-only runtimes); that must be bit-exact.
+    rope = RopePositionEmbedding(hd)
+    sin, cos = rope(*grid)
+    x = torch.randn(1, 2, 9 + grid[0] * grid[1], hd) * 3
+    for q in (x, x.bfloat16()):
+        s0, c0, want = _native_bf16_rope(rope.periods, *grid, q)
+        assert torch.equal(sin, s0) and torch.equal(cos, c0)
+        assert torch.equal(apply_rope(q, q, (sin, cos))[0], want)
+
+
+def _two_block_model(rope_dtype, device=None):
     torch.manual_seed(0)
-    # 0.4b block dims, 2 blocks, LayerScale 1 (a trained attention branch
-    # matters; the 1e-4 init value would hide it).
-    arch = dict(embed_dims=1024, num_layers=2, num_heads=16,
-                feedforward_channels=4096)
-    return Sapiens2VisionTransformer(
-        arch, rope_dtype=rope_dtype,
-        layer_cfgs={'layer_scale_init_value': 1.0}).eval()
+    # Head dim 64 as in 0.4b / 1b, 2 blocks, LayerScale 1 (a trained
+    # attention branch matters; the 1e-4 init value would hide it). The
+    # relative difference is ~1.4e-3 here (~2e-3 at 0.4b's width).
+    arch = dict(embed_dims=512, num_layers=2, num_heads=8,
+                feedforward_channels=2048)
+    with torch.device(device or 'cpu'):
+        return Sapiens2VisionTransformer(
+            arch, rope_dtype=rope_dtype,
+            layer_cfgs={'layer_scale_init_value': 1.0}).eval()
 
 
 def test_bf16_vs_fp32_rope_differ_by_about_1e3_after_two_blocks():
-    bf16, fp32 = _two_block_model('bf16'), _two_block_model('fp32')
+    bf16 = _two_block_model('bf16')
+    fp32 = _two_block_model('fp32', 'meta').to_empty(device='cpu')
     fp32.load_state_dict(bf16.state_dict())
+    assert fp32.rope_embed.periods.dtype == torch.float32
     x = torch.randn(1, 3, 256, 192)
     with torch.no_grad():
         a, b = bf16(x)[0], fp32(x)[0]

@@ -359,3 +359,50 @@ def test_max_people_bounds_the_people_per_image(tmp_path):
     with pytest.raises(ValueError, match='max_people must be at least 1'):
         write_dataset(tmp_path / 'none', 1, 1, max_people=0, progress=False)
     assert not (tmp_path / 'none').exists()  # nothing written before it
+
+
+def test_min_people_places_that_many_and_default_is_unchanged():
+    # min_people=1 is the old behaviour: the same seed, the same sample
+    np.testing.assert_array_equal(render_sample(7, size=(64, 48))['image'],
+                                  render_sample(7, size=(64, 48),
+                                                min_people=1)['image'])
+    counts = [len(render_sample(seed, size=(192, 256), min_people=3,
+                                max_people=3)['people'])
+              for seed in range(4)]
+    # 3 placed; one can be hidden behind another or out of frame
+    assert all(2 <= c <= 3 for c in counts) and counts.count(3) >= 3
+    with pytest.raises(ValueError, match='min_people'):
+        render_sample(0, min_people=4, max_people=3)
+
+
+def test_write_video_cycles_its_scenes_and_returns_their_boxes(tmp_path):
+    import cv2
+
+    from sapiens_mm.datasets.synthetic.video import write_video
+    path = tmp_path / 'v' / 'people.mp4'
+    info = write_video(path, num_frames=5, size=(96, 128), min_people=2,
+                       max_people=2, unique_frames=2, fps=10, seed=1)
+    cap = cv2.VideoCapture(str(path))
+    frames = []
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        frames.append(frame.astype(np.float32))
+    cap.release()
+    assert len(frames) == 5 and frames[0].shape == (96, 128, 3)
+    assert info['num_frames'] == 5 and len(info['boxes']) == 5
+    # frame i shows scene i % 2 (up to the codec's loss)
+    same = np.abs(frames[2] - frames[0]).mean()
+    other = np.abs(frames[1] - frames[0]).mean()
+    assert same < 3 and other > 4 * same
+    for i, boxes in enumerate(info['boxes']):
+        np.testing.assert_array_equal(boxes, info['boxes'][i % 2])
+        assert boxes.shape[1] == 4 and 1 <= len(boxes) <= 2
+    # boxes are those of the scene's people (x1, y1, x2, y2)
+    scene = render_sample(np.random.SeedSequence([1, 2, 0]), size=(96, 128),
+                          max_people=2, min_people=2)
+    x, y, w, h = scene['people'][0]['bbox']
+    np.testing.assert_array_equal(info['boxes'][0][0], [x, y, x + w, y + h])
+    with pytest.raises(ValueError, match='min_people'):
+        write_video(path, 1, min_people=3, max_people=2)

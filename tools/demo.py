@@ -9,6 +9,7 @@ from pathlib import Path
 
 import sapiens_mm  # noqa: F401  (registers everything)
 from sapiens_mm.apis.demo import DEMO_TASKS, DemoSettings, run_demo
+from sapiens_mm.utils import add_debug_argument, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,6 +61,7 @@ def parse_args(argv=None):
                         'Sapiens loss of the depth configs)')
     parser.add_argument('--workers', type=int, default=d.workers,
                         help='worker processes that render the data (default: %(default)s)')
+    add_debug_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -85,4 +87,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run_cli(main, prog='tools/demo.py')

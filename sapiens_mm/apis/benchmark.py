@@ -40,13 +40,20 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from sapiens_mm.utils.sdpa import (
+    SDPA_BACKENDS,
+    resolve_sdpa_backend,
+    sdpa_backend,
+)
+
 __all__ = [
-    'DTYPES', 'KNOWN_GPU_PEAK_TFLOPS', 'WorkItem', 'Work', 'TimingStats',
-    'build_backbone', 'is_sapiens2_arch', 'build_stock_backbone',
+    'DTYPES', 'COMPILE_MODES', 'KNOWN_GPU_PEAK_TFLOPS', 'WorkItem', 'Work',
+    'TimingStats', 'build_backbone', 'is_sapiens2_arch',
+    'build_stock_backbone',
     'count_work', 'kernel_calls', 'measure_rates', 'limit_seconds',
     'time_callable',
     'PeakMemory', 'benchmark_model', 'end_to_end',
-    'gpu_peak_tflops', 'format_report'
+    'gpu_peak_tflops', 'format_report', 'benchmark_decode', 'format_decode'
 ]
 
 DTYPES = {
@@ -68,6 +75,9 @@ KNOWN_GPU_PEAK_TFLOPS = (
 )
 
 Precision = Literal['cast', 'autocast']
+#: ``torch.compile`` modes :func:`benchmark_model` accepts.
+COMPILE_MODES = ('default', 'reduce-overhead', 'max-autotune',
+                 'max-autotune-no-cudagraphs')
 
 
 # ------------------------------------------------------------- building
@@ -492,7 +502,7 @@ def _prepare(model: nn.Module, device: torch.device, dtype: torch.dtype,
 def _forward_fn(model: nn.Module) -> Callable[[torch.Tensor], object]:
     """The tensor-mode forward of a backbone or a task model."""
     if hasattr(model, 'backbone') and hasattr(model, 'data_preprocessor'):
-        return lambda x: model(x, mode='tensor')
+        return lambda x: model(x, None, mode='tensor')
     return model
 
 
@@ -526,7 +536,11 @@ def benchmark_model(model: nn.Module,
                     compare_stock: bool = False,
                     rate_min_time: float = 0.1,
                     peak_tflops: Optional[float] = None,
-                    seed: int = 0) -> dict:
+                    seed: int = 0,
+                    compile_mode: Optional[str] = None,
+                    sdpa: str = 'auto',
+                    cuda_graph: bool = False,
+                    channels_last: bool = False) -> dict:
     """Time a model, compute its limit and optionally compare with stock.
 
     Args:
@@ -555,6 +569,24 @@ def benchmark_model(model: nn.Module,
             on a GPU it defaults to :data:`KNOWN_GPU_PEAK_TFLOPS`. Gives
             ``peak_fraction``, the achieved share of it.
         seed: Seed of the random input.
+        compile_mode: ``torch.compile`` mode (:data:`COMPILE_MODES`, e.g.
+            ``'reduce-overhead'``: CUDA graphs of the compiled code on a
+            GPU; ``'max-autotune'``: also searches GEMM kernels); implies
+            ``compile``. None: the default mode.
+        sdpa: Attention kernel of our model and of the limit's attention
+            timings (:func:`sapiens_mm.utils.sdpa.sdpa_backend`):
+            ``'auto'`` (PyTorch's choice), ``'cudnn'``, ``'flash'``,
+            ``'efficient'`` or ``'math'``; CUDA-only kernels fall back to
+            ``'auto'`` on CPU.
+        cuda_graph: Capture our model's forward pass as one CUDA graph
+            (:class:`sapiens_mm.utils.cuda_graph_forward.CUDAGraphForward`)
+            and time its replays (CUDA only).
+        channels_last: Convert our model's 4-D weights (patch embedding,
+            head convolutions) to the channels-last memory format.
+
+    The stock model always runs as mmpretrain ships it (eager, PyTorch's
+    attention choice, contiguous weights): ``stock_speedup`` measures the
+    options too.
 
     Returns:
         dict: ``latency`` (:class:`TimingStats`, seconds per batch),
@@ -562,12 +594,17 @@ def benchmark_model(model: nn.Module,
         ``attention``), ``gflops_per_s``, ``limit_s`` (total / per kind),
         ``achieved_over_limit``, ``rates`` (per kernel), ``peak_mem`` /
         ``base_mem`` (bytes), ``peak_tflops`` / ``peak_fraction`` (GPU),
-        and with ``compare_stock``: ``stock_label`` (``'stock mmpretrain'``
-        or ``'plain reference'``), ``stock_latency``, ``stock_speedup``
-        (stock median / ours) and ``stock_max_abs_diff``.
+        ``options`` (compile mode, SDPA backend in effect, CUDA graph,
+        channels-last), ``eager_max_abs_diff`` (compiled / graphed output
+        against our eager output, when one of them is on), and with
+        ``compare_stock``: ``stock_label`` (``'stock mmpretrain'`` or
+        ``'plain reference'``), ``stock_latency``, ``stock_speedup`` (stock
+        median / ours) and ``stock_max_abs_diff`` (against the output of the
+        timed configuration).
 
     Raises:
-        ValueError: Bad ``dtype``, ``precision``, ``batch_size`` or sizes.
+        ValueError: Bad ``dtype``, ``precision``, ``batch_size``, sizes,
+            ``compile_mode`` or ``sdpa``, or ``cuda_graph`` off CUDA.
     """
     if dtype not in DTYPES:
         raise ValueError(f'dtype must be one of {sorted(DTYPES)}, got '
@@ -583,9 +620,17 @@ def benchmark_model(model: nn.Module,
                          f'got {img_size!r}.')
     if repeats < 1 or warmup < 0:
         raise ValueError('repeats must be >= 1 and warmup >= 0.')
+    if compile_mode is not None and compile_mode not in COMPILE_MODES:
+        raise ValueError(f'compile_mode must be one of {list(COMPILE_MODES)},'
+                         f' got {compile_mode!r}.')
+    compile = compile or compile_mode is not None
     dev = torch.device(device)
     if dev.type == 'cuda' and not torch.cuda.is_available():
         raise RuntimeError(f'device={device!r} but CUDA is not available.')
+    if cuda_graph and dev.type != 'cuda':
+        raise ValueError(f'cuda_graph needs a CUDA device, got {device!r}; '
+                         'leave it off on CPU.')
+    sdpa = resolve_sdpa_backend(sdpa, dev)
     torch_dtype = DTYPES[dtype]
     stock, stock_label = None, None
     if compare_stock:
@@ -599,37 +644,43 @@ def benchmark_model(model: nn.Module,
             stock = copy.deepcopy(model)
             stock.backbone = stock_backbone
     model = _prepare(model, dev, torch_dtype, precision)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
     in_dtype = torch_dtype if precision == 'cast' else torch.float32
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(batch_size, 3, *img_size, generator=gen).to(
         device=dev, dtype=in_dtype)
 
-    def runner(m):
+    def runner(m, backend='auto'):
         fwd = _forward_fn(m)
 
-        def run():
+        def forward(inputs):
             with torch.inference_mode(), _precision_ctx(
-                    dev, torch_dtype, precision):
-                return fwd(x)
-        return run
+                    dev, torch_dtype, precision), sdpa_backend(backend, dev):
+                return fwd(inputs)
+        return forward
 
     # The counting pass is also the first warm-up pass (a forward pass of
     # a big model in emulated bf16 takes minutes) and gives the output.
-    eager = runner(model)
+    forward = runner(model, sdpa)
     outs = []
-    work = count_work(model, lambda: outs.append(eager()))
+    work = count_work(model, lambda: outs.append(forward(x)))
     out = _first_tensor(outs.pop()).float()
     if compile:  # in place: keeps the tensor-mode forward / ``backbone``
-        getattr(model, 'backbone', model).compile()
-    run = runner(model)
-    kernels = kernel_calls(work, dev)
+        getattr(model, 'backbone', model).compile(
+            **({} if compile_mode in (None, 'default') else
+               dict(mode=compile_mode)))
+    kernels = {
+        it: _with_sdpa(fn, sdpa, dev) if it.kind == 'attention' else fn
+        for it, fn in kernel_calls(work, dev).items()
+    }
     stock_run, stock_outs = None, []
     if stock is not None:
         stock = _prepare(stock, dev, torch_dtype, precision)
         stock_fwd = runner(stock)
 
         def stock_run():
-            stock_outs[:] = [stock_fwd()]
+            stock_outs[:] = [stock_fwd(x)]
 
     # Warm-up, then rounds of: our model and the stock model (which one
     # goes first alternates), one timing of each kernel. Interleaving keeps
@@ -638,7 +689,16 @@ def benchmark_model(model: nn.Module,
     # from the kernel timings when the next round starts (measured on an
     # H200: the first model of a round ran ~6 % slower).
     for _ in range(warmup if compile else max(0, warmup - 1)):
-        run()
+        forward(x)
+    if cuda_graph:  # captured after the warm-up (compilation included)
+        from sapiens_mm.utils.cuda_graph_forward import CUDAGraphForward
+        graphed = CUDAGraphForward(forward, x, warmup=1)
+
+        def run():
+            return graphed(x)
+    else:
+        def run():
+            return forward(x)
     for _ in range(warmup if stock is not None else 0):
         stock_run()
     for fn in kernels.values():
@@ -657,11 +717,17 @@ def benchmark_model(model: nn.Module,
                                                  repeats=1).times)
             stock_peak = max(stock_peak, mem.peak)
 
+    last = []  # the output of the last timed run (a graph reuses its own)
+
+    def run_and_keep():
+        last[:] = [run()]
+
     for i in range(repeats):
         if i % 2:
             time_stock()
         with PeakMemory(dev) as mem:
-            times += time_callable(run, dev, warmup=0, repeats=1).times
+            times += time_callable(run_and_keep if i == repeats - 1 else run,
+                                   dev, warmup=0, repeats=1).times
         peak, base = max(peak, mem.peak), max(base, mem.base)
         exact = exact and mem.exact
         if not i % 2:
@@ -670,6 +736,7 @@ def benchmark_model(model: nn.Module,
             kernel_times[it].append(
                 time_callable(fn, dev, warmup=0, repeats=1,
                               min_time=rate_min_time).median)
+    final = _first_tensor(last.pop()).float().clone()
     stats = TimingStats(times)
     rates = {
         it: it.flops / statistics.median(ts)
@@ -689,7 +756,12 @@ def benchmark_model(model: nn.Module,
                      attention=limit_seconds(work, rates, 'attention')),
         achieved_over_limit=limit / stats.median,
         rates={it: (n, rates[it]) for it, n in work.items.items()},
-        peak_mem=peak, base_mem=base, mem_exact=exact)
+        peak_mem=peak, base_mem=base, mem_exact=exact,
+        options=dict(compile_mode=(compile_mode or 'default') if compile
+                     else None, sdpa=sdpa, cuda_graph=cuda_graph,
+                     channels_last=channels_last))
+    if compile or cuda_graph:
+        result['eager_max_abs_diff'] = float((final - out).abs().max())
     if dev.type == 'cuda' or peak_tflops:
         peak_t = peak_tflops or gpu_peak_tflops(dev)
         result['peak_tflops'] = peak_t
@@ -703,86 +775,165 @@ def benchmark_model(model: nn.Module,
             stock_latency=stock_stats,
             stock_speedup=stock_stats.median / stats.median,
             stock_peak_mem=stock_peak,
-            stock_max_abs_diff=float((out - stock_out).abs().max()))
+            stock_max_abs_diff=float((final - stock_out).abs().max()))
     return result
 
 
-def end_to_end(inferencer, folder: str, out_dir: str,
-               batch_size: int = 1, warmup_images: int = 1,
-               repeats: int = 3) -> dict:
-    """Folder throughput of a :class:`SapiensInferencer` against the
-    model-only throughput of its task models at the same batch size.
+def _with_sdpa(fn: Callable[[], object], backend: str,
+               device: torch.device) -> Callable[[], object]:
+    """``fn`` run under :func:`sapiens_mm.utils.sdpa.sdpa_backend`."""
+    if backend == 'auto':
+        return fn
 
-    The inferencer runs once on the first ``warmup_images`` images (warm-up),
-    then on the whole folder (decode, pre-processing, models,
-    post-processing, writing to ``out_dir``). Model-only time: ``repeats``
-    timed tensor-mode forward passes of each task model on a pre-processed
-    batch of ``batch_size`` images from the folder, with the inferencer's
-    device, dtype and compile setting, half of them before and half after
-    the folder run.
+    def run():
+        with sdpa_backend(backend, device):
+            return fn()
+    return run
+
+
+def end_to_end(inferencer, source: str, out_dir: str,
+               batch_size: int = 1, warmup_images: int = 1,
+               repeats: int = 3, bboxes=None,
+               max_frames: Optional[int] = None) -> dict:
+    """Throughput of a :class:`SapiensInferencer` on a folder of images or
+    a video, against the model-only throughput of its task models on the
+    same work.
+
+    The inferencer runs once on the first ``warmup_images`` frames
+    (warm-up), then on the whole ``source`` (decode, person detection, pre-
+    processing, models, decoding, post-processing, writing to ``out_dir``).
+
+    Model-only time is measured on the first ``batch_size`` frames, pre-
+    processed by the inferencer itself: each dense task's tensor-mode
+    forward pass on the batch, and the pose model's on those frames' person
+    crops in chunks of ``batch_size`` (the inferencer's batching; twice,
+    the second time flipped, when the pose config's ``test_cfg`` has
+    ``flip_test``, as its ``test_step`` does), with the inferencer's device,
+    dtype and compile setting; ``repeats`` timings, half before and
+    half after the run. The run's model-only time is then ``frames /
+    batch_size`` dense passes plus ``crops / sample crops`` pose passes,
+    ``crops`` being the number of people the run found (the detector's
+    count varies from frame to frame).
+
+    Args:
+        inferencer: The :class:`SapiensInferencer` to time.
+        source: A folder of images or a video file.
+        out_dir: Where the inferencer writes.
+        batch_size: Frames (dense tasks) / crops (pose) per forward pass.
+        warmup_images: Frames of the warm-up run.
+        repeats: Model-only timings of each kind.
+        bboxes: Person boxes for pose, as ``SapiensInferencer.stream``
+            takes them (one N x 4 array for every frame, or one per input);
+            None: the inferencer's detector.
+        max_frames: Read at most this many frames of a video.
 
     Returns:
-        dict: ``images``, ``e2e_s`` (total wall time), ``e2e_images_per_s``,
-        ``model_latency`` (:class:`TimingStats` per batch, all tasks),
-        ``model_images_per_s`` and ``ratio`` (end-to-end / model-only
-        throughput).
+        dict: ``images`` (frames), ``e2e_s`` (total wall time),
+        ``e2e_images_per_s``, ``tasks``, ``crops_per_image`` (people per
+        frame in the run), ``model_latency`` (:class:`TimingStats` of the
+        model-only passes of one batch: dense + pose), ``model_batch_s``
+        (median seconds of the dense and of the pose passes of that batch,
+        and its number of crops), ``model_s`` (the run's model-only time),
+        ``model_images_per_s`` and ``ratio``
+        (end-to-end / model-only throughput).
 
     Raises:
-        ValueError: The folder holds no image, or a pose model is loaded
-            (its crop count depends on the detector).
+        ValueError: The source has no image or frame.
     """
+    import itertools
+    import tempfile
+
     from mmengine.dataset import pseudo_collate
 
-    from sapiens_mm.utils.image_io import (IMAGE_EXTENSIONS, list_images,
-                                           read_image)
-    if 'pose' in inferencer.tasks:
-        raise ValueError(
-            'end_to_end times dense tasks (seg / depth / normal): the pose '
-            'work per image depends on how many people the detector finds.')
-    files = [os.path.join(folder, f) for f in list_images(folder)]
-    if not files:
-        raise ValueError(f'No image ({", ".join(IMAGE_EXTENSIONS)}) in '
-                         f'{folder}.')
+    from sapiens_mm.apis.inferencers.utils import (
+        boxes_per_input,
+        collect_sources,
+        iter_frames,
+    )
+    sources = collect_sources(source)
+    frames = list(itertools.islice(
+        iter_frames(sources, max_frames, lambda src, reason: None),
+        batch_size))
+    if not frames:
+        raise ValueError(f'No readable image or video frame in {source}.')
+    while len(frames) < batch_size:
+        frames.append(frames[len(frames) % len(frames)])
+    user_boxes = boxes_per_input(bboxes, len(sources))
+    prepared = inferencer.preprocess(frames, user_boxes)
     dev = inferencer.device
-    images = [read_image(f, backend='cv2') for f in files[:batch_size]]
-    while len(images) < batch_size:
-        images.append(images[len(images) % len(files)])
-    forwards = []
-    for task in inferencer.tasks:
-        ti = inferencer.task_inferencers[task]
-        data = ti.model.data_preprocessor(
-            pseudo_collate(ti.preprocess_images(images)), False)
-        forwards.append((ti, data['inputs']))
 
-    def model_only():
-        with torch.inference_mode():
-            for ti, inputs in forwards:
-                with ti.autocast():
-                    ti.model(inputs, mode='tensor')
+    def inputs_of(ti, packed):
+        return ti.model.data_preprocessor(pseudo_collate(packed),
+                                          False)['inputs']
+
+    dense = [(inferencer.task_inferencers[t], inputs_of(
+        inferencer.task_inferencers[t], packed))
+             for t, packed in prepared['dense'].items()]
+    pose_inputs, sample_crops = [], 0
+    if prepared['pose'] is not None:
+        ti = inferencer.task_inferencers['pose']
+        crops = prepared['pose']['packed']
+        sample_crops = len(crops)
+        # a flip test runs the model on the flipped crops too
+        flips = (False, True) if (getattr(ti.model, 'test_cfg', None)
+                                  or {}).get('flip_test') else (False, )
+        for i in range(0, len(crops), batch_size):
+            inputs = inputs_of(ti, crops[i:i + batch_size])
+            pose_inputs += [(ti, inputs.flip(-1) if flip else inputs)
+                            for flip in flips]
+
+    def forwards(items):
+        def run():
+            with torch.inference_mode():
+                for ti, inputs in items:
+                    with ti.autocast():
+                        ti.model(inputs, None, mode='tensor')
+        return run
+
+    def time_models(n):
+        d = time_callable(forwards(dense), dev, warmup=0, repeats=n).times
+        p = (time_callable(forwards(pose_inputs), dev, warmup=0,
+                           repeats=n).times if pose_inputs else [0.0] * n)
+        return d, p
 
     # Warm-up (allocations, torch.compile): the inferencer on the first
-    # images. Model-only runs are split before and after the folder run so
-    # that both see the same (possibly varying) machine load.
-    list(inferencer.stream(files[:max(1, warmup_images)], out_dir=out_dir,
-                           batch_size=batch_size, show_progress=False))
+    # frames, writing to a folder of its own. Model-only runs are split
+    # before and after the run so that both see the same (possibly
+    # varying) machine load.
+    with tempfile.TemporaryDirectory(prefix='sapiens_e2e_warmup_') as tmp:
+        list(inferencer.stream(
+            [f.image for f in frames[:max(1, warmup_images)]], out_dir=tmp,
+            batch_size=batch_size, bboxes=user_boxes[frames[0].source.index],
+            show_progress=False))
     before = max(1, repeats // 2)
-    model_times = time_callable(model_only, dev, warmup=0,
-                                repeats=before).times
+    dense_t, pose_t = time_models(before)
     _sync(dev)
     start = time.perf_counter()
-    n = 0
-    for _ in inferencer.stream(folder, out_dir=out_dir, batch_size=batch_size,
-                               show_progress=False):
+    n = people = 0
+    for result in inferencer.stream(source, out_dir=out_dir,
+                                    batch_size=batch_size, bboxes=bboxes,
+                                    max_frames=max_frames,
+                                    show_progress=False):
         n += 1
+        if 'pose' in result['predictions']:
+            people += len(result['predictions']['pose']['bboxes'])
     _sync(dev)
     e2e = time.perf_counter() - start
-    model_times += time_callable(model_only, dev, warmup=0,
-                                 repeats=max(1, repeats - before)).times
-    stats = TimingStats(model_times)
-    model_ips = batch_size / stats.median
-    e2e_ips = n / e2e
+    d, p = time_models(max(1, repeats - before))
+    dense_t, pose_t = dense_t + d, pose_t + p
+    model_s = n / batch_size * statistics.median(dense_t)
+    if sample_crops:
+        model_s += people / sample_crops * statistics.median(pose_t)
+    e2e_ips, model_ips = n / e2e, n / model_s
     return dict(images=n, e2e_s=e2e, e2e_images_per_s=e2e_ips,
-                model_latency=stats, model_images_per_s=model_ips,
+                tasks=list(inferencer.tasks),
+                crops_per_image=people / n if n else 0.0,
+                model_latency=TimingStats([a + b for a, b in
+                                           zip(dense_t, pose_t)]),
+                model_s=model_s, model_batch_s=dict(
+                    dense=statistics.median(dense_t),
+                    pose=statistics.median(pose_t), crops=sample_crops),
+                model_images_per_s=model_ips,
                 ratio=e2e_ips / model_ips, batch_size=batch_size)
 
 
@@ -804,6 +955,7 @@ def format_report(result: dict) -> str:
         + f", dtype {result['dtype']} ({result['precision']}), batch "
         f"{result['batch_size']}, input {result['img_size'][0]}x"
         f"{result['img_size'][1]}, compile {result['compile']}",
+        _fmt_options(result.get('options', {})),
         f"images/s            {result['images_per_s']:.4g}",
         f"latency (per batch) median {_fmt_s(lat.median)}, min "
         f"{_fmt_s(lat.min)}, max {_fmt_s(lat.max)}, IQR {_fmt_s(lat.iqr)} "
@@ -839,6 +991,9 @@ def format_report(result: dict) -> str:
                 f"achieved {100 * result['peak_fraction']:.1f} % of it")
         else:
             lines.append('GPU peak            unknown (pass --peak-tflops)')
+    if 'eager_max_abs_diff' in result:
+        lines.append(f"max abs difference to our eager output "
+                     f"{result['eager_max_abs_diff']:.3g}")
     if 'stock_latency' in result:
         s = result['stock_latency']
         lines.append(
@@ -851,24 +1006,155 @@ def format_report(result: dict) -> str:
     return '\n'.join(lines)
 
 
+def _fmt_options(options: dict) -> str:
+    return (f"options             compile mode "
+            f"{options.get('compile_mode') or 'off'}, attention kernel "
+            f"{options.get('sdpa', 'auto')}, CUDA graph "
+            f"{'on' if options.get('cuda_graph') else 'off'}, channels-last "
+            f"{'on' if options.get('channels_last') else 'off'}")
+
+
 def format_end_to_end(result: dict) -> str:
     """Human-readable lines of an :func:`end_to_end` result."""
     lat = result['model_latency']
-    return '\n'.join([
+    lines = [
         f"end-to-end          {result['images']} images in "
         f"{_fmt_s(result['e2e_s'])}: {result['e2e_images_per_s']:.4g} "
-        f"images/s (batch {result['batch_size']})",
+        f"images/s (batch {result['batch_size']}; tasks "
+        f"{', '.join(result.get('tasks', []))})",
+    ]
+    if 'pose' in result.get('tasks', []):
+        lines.append(f"people per image    {result['crops_per_image']:.2f}")
+    lines += [
         f"model only          {result['model_images_per_s']:.4g} images/s "
-        f"(median {_fmt_s(lat.median)} per batch, min {_fmt_s(lat.min)}, "
+        f"(one batch: median {_fmt_s(lat.median)}, min {_fmt_s(lat.min)}, "
         f"max {_fmt_s(lat.max)})",
         f"end-to-end / model  {result['ratio']:.3f}",
-    ])
+    ]
+    return '\n'.join(lines)
+
+
+# ------------------------------------------------------------ decoding
+def _peaked_heatmaps(n: int, k: int, h: int, w: int, sigma: float,
+                     seed: int = 0):
+    """(n, k, h, w) float32 heatmaps like a trained model's: one Gaussian
+    peak of random height and place per map, a small negative bias and
+    noise."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, k, h, w), np.float32)
+    for i in range(n):
+        cx = rng.uniform(0, w - 1, (k, 1))
+        cy = rng.uniform(0, h - 1, (k, 1))
+        gx = np.exp(-(np.arange(w) - cx)**2 / (2 * sigma**2))
+        gy = np.exp(-(np.arange(h) - cy)**2 / (2 * sigma**2))
+        amp = rng.uniform(0.1, 1.0, (k, 1, 1))
+        out[i] = amp * gy[:, :, None] * gx[:, None, :]
+        out[i] += rng.normal(-0.01, 0.01, (k, h, w)).astype(np.float32)
+    return out
+
+
+def benchmark_decode(num_keypoints: Sequence[int] = (17, 133, 308),
+                     heatmap_sizes: Sequence[Tuple[int, int]] = ((64, 48),
+                                                                 (256, 192)),
+                     people: int = 4,
+                     devices: Sequence[str] = ('cpu', ),
+                     warmup: int = 1,
+                     repeats: int = 3) -> List[dict]:
+    """Time heatmap-to-keypoint decoding: mmpose's ``UDPHeatmap.decode``
+    (one person at a time) against
+    :func:`sapiens_mm.codecs.decode_udp_heatmaps` (numpy, and torch on each
+    of ``devices``), in the same run on the same heatmaps.
+
+    Args:
+        num_keypoints: Keypoint counts K to time.
+        heatmap_sizes: (H, W) heatmap sizes; a model's input is 4x that
+            (64x48 heatmaps for 256x192 crops, 256x192 for 1024x768).
+        people: People decoded per call.
+        devices: Devices of the torch path, e.g. ``('cpu', 'cuda')``.
+        warmup: Untimed calls of each decoder.
+        repeats: Timed calls (the median is reported).
+
+    Returns:
+        One dict per (size, K): ``heatmap_size``, ``num_keypoints``,
+        ``people``, ``ms_per_person`` ({decoder: median ms}),
+        ``min_ms_per_person`` (the fastest run: the least disturbed by other
+        jobs) and ``max_abs_diff_px`` ({decoder: largest keypoint difference
+        from mmpose, input pixels}).
+    """
+    import numpy as np
+    from mmpose.codecs import UDPHeatmap
+
+    from sapiens_mm.codecs import decode_udp_heatmaps
+    rows = []
+    for h, w in heatmap_sizes:
+        codec = UDPHeatmap(input_size=(4 * w, 4 * h), heatmap_size=(w, h),
+                           sigma=2 if h <= 64 else 6)
+        for k in num_keypoints:
+            heatmaps = _peaked_heatmaps(people, k, h, w, codec.sigma)
+            ref = np.concatenate([codec.decode(hm)[0] for hm in heatmaps])
+            runs = {
+                'mmpose': (lambda: [codec.decode(hm) for hm in heatmaps],
+                           torch.device('cpu')),
+                'numpy': (lambda: decode_udp_heatmaps(heatmaps,
+                                                      codec.input_size),
+                          torch.device('cpu')),
+            }
+            for dev in devices:
+                dev = torch.device(dev)
+                tensor = torch.from_numpy(heatmaps).to(dev)
+                runs[f'torch-{dev.type}'] = (
+                    lambda t=tensor: decode_udp_heatmaps(t, codec.input_size),
+                    dev)
+            diff = {}
+            for name, (fn, dev) in runs.items():
+                if name != 'mmpose':
+                    kpts = fn()[0]
+                    kpts = kpts.cpu().numpy() if torch.is_tensor(kpts) \
+                        else kpts
+                    diff[name] = float(np.abs(kpts - ref).max())
+                time_callable(fn, dev, warmup, 0)
+            # Round by round, so that load from other jobs hits all alike.
+            times = {name: [] for name in runs}
+            for _ in range(repeats):
+                for name, (fn, dev) in runs.items():
+                    times[name] += time_callable(fn, dev, 0, 1).times
+            stats = {n: TimingStats(t) for n, t in times.items()}
+            rows.append(dict(
+                heatmap_size=[h, w], num_keypoints=k, people=people,
+                ms_per_person={n: 1e3 * st.median / people
+                               for n, st in stats.items()},
+                min_ms_per_person={n: 1e3 * st.min / people
+                                   for n, st in stats.items()},
+                max_abs_diff_px=diff))
+    return rows
+
+
+def format_decode(rows: List[dict]) -> str:
+    """Table of :func:`benchmark_decode` results."""
+    names = list(rows[0]['ms_per_person']) if rows else []
+    head = f'{"heatmaps":>9} {"K":>4} ' + ' '.join(
+        f'{n + " ms":>18}' for n in names) + '  speed-up  max |diff| px'
+    lines = ['ms per person, median (min), heatmap -> keypoints in input '
+             'pixels; speed-up of the fastest against mmpose (medians)', head]
+    for r in rows:
+        ms, lo = r['ms_per_person'], r['min_ms_per_person']
+        fastest = min(v for n, v in ms.items() if n != 'mmpose')
+        size = 'x'.join(str(v) for v in r['heatmap_size'])
+        lines.append(
+            f'{size:>9} {r["num_keypoints"]:>4} ' +
+            ' '.join(f'{f"{ms[n]:.2f} ({lo[n]:.2f})":>18}' for n in names) +
+            f'  {ms["mmpose"] / fastest:>7.0f}x  ' +
+            f'{max(r["max_abs_diff_px"].values()):.1e}')
+    return '\n'.join(lines)
 
 
 # ------------------------------------------------------------ CLI
 def build_parser(prog: Optional[str] = None):
     """The argument parser of ``tools/analysis/benchmark.py``."""
     import argparse
+
+    from mmengine.config import DictAction
     p = argparse.ArgumentParser(
         prog=prog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -922,6 +1208,21 @@ def build_parser(prog: Optional[str] = None):
                    help='timed forward passes (default: %(default)s)')
     p.add_argument('--compile', action='store_true',
                    help='time torch.compile(model) (compiled in the warm-up)')
+    p.add_argument('--compile-mode', choices=COMPILE_MODES, default=None,
+                   help='torch.compile mode (implies --compile): '
+                   'reduce-overhead adds CUDA graphs on a GPU, max-autotune '
+                   'also searches GEMM kernels')
+    p.add_argument('--sdpa-backend', choices=SDPA_BACKENDS, default='auto',
+                   help='attention kernel of our model and of the limit: '
+                   'auto (PyTorch chooses), cudnn, flash, efficient, math; '
+                   'cudnn / efficient fall back to auto on CPU (default: '
+                   '%(default)s)')
+    p.add_argument('--cuda-graph', action='store_true',
+                   help='capture our forward pass as one CUDA graph and time '
+                   'its replays (CUDA only; fixed batch)')
+    p.add_argument('--channels-last', action='store_true',
+                   help='channels-last 4-D weights (patch embedding, head '
+                   'convolutions)')
     p.add_argument('--compare-stock', action='store_true',
                    help='also time mmpretrain\'s VisionTransformer (Sapiens2: '
                    'a plain-PyTorch reference written from the official '
@@ -931,26 +1232,97 @@ def build_parser(prog: Optional[str] = None):
                    help='GPU peak TFLOP/s for the dtype (default: a table '
                    'of known GPUs, e.g. H100/H200 SXM 989, A100 312)')
     e = p.add_argument_group('end-to-end')
-    e.add_argument('--end-to-end', metavar='FOLDER', default=None,
-                   help='time SapiensInferencer on the images of FOLDER '
-                   '(decode, pre-processing, model, post-processing, '
-                   'writing) against model-only time at the same batch '
-                   'size')
-    e.add_argument('--e2e-config', default=None,
-                   help='dense task config the inferencer runs (default: '
-                   'with --config that config, else the Goliath body-part '
-                   'segmentation config of --arch)')
+    e.add_argument('--end-to-end', metavar='SOURCE', default=None,
+                   help='time SapiensInferencer on a folder of images or a '
+                   'video (decode, detection, pre-processing, models, '
+                   'decoding, post-processing, writing) against model-only '
+                   'time of the same work at the same batch size')
+    e.add_argument('--e2e-config', nargs='+', default=None,
+                   help='task config(s) the inferencer runs, e.g. a pose '
+                   'and a seg config (default: with --config that config, '
+                   'else the Goliath body-part segmentation config of '
+                   '--arch)')
+    e.add_argument('--e2e-boxes', metavar='JSON', default=None,
+                   help='person boxes for pose, used for every frame: a '
+                   'JSON file with a list of [x1, y1, x2, y2] (default: '
+                   'the HOG detector)')
     e.add_argument('--e2e-only', action='store_true',
                    help='skip the model-only benchmark of --arch / --config '
                    '(the end-to-end run times its own model-only passes)')
+    e.add_argument('--e2e-cfg-options', nargs='+', default=None,
+                   action=DictAction, metavar='KEY=VALUE',
+                   help='overrides merged into each --e2e-config that has '
+                   'the key, e.g. model.test_cfg.flip_test=False (the pose '
+                   'config\'s flip test)')
     e.add_argument('--e2e-images', type=int, default=None,
-                   help='use only the first N images of FOLDER')
+                   help='use only the first N images / frames of SOURCE')
     e.add_argument('--out-dir', default=None,
                    help='where the inferencer writes (default: a temporary '
                    'folder, deleted afterwards)')
+    d = p.add_argument_group('decoding')
+    d.add_argument('--decode', action='store_true',
+                   help='time heatmap -> keypoint decoding instead: mmpose\'s '
+                   'UDPHeatmap against sapiens_mm\'s batched decoder (numpy '
+                   'and torch on --device), ms per person for 17, 133 and '
+                   '308 keypoints')
+    d.add_argument('--decode-sizes', nargs='+', default=['64x48', '256x192'],
+                   metavar='HxW', help='heatmap sizes (default: 64x48, the '
+                   '256x192 crops\' heatmaps, and 256x192, the 1024x768 '
+                   'crops\')')
+    d.add_argument('--decode-people', type=int, default=4,
+                   help='people per decoding call (default: %(default)s)')
     p.add_argument('--json', default=None,
                    help='also write the results to this JSON file')
     return p
+
+
+def _has_key(cfg, key: str) -> bool:
+    node = cfg
+    for part in key.split('.'):
+        if not hasattr(node, 'get') or node.get(part) is None:
+            return False
+        node = node.get(part)
+    return True
+
+
+def _with_options(configs: Sequence[str], options: dict) -> list:
+    """The config files as Configs, each ``KEY: value`` of ``options`` merged
+    into those that have ``KEY``.
+
+    Raises:
+        SystemExit: A key is in none of the configs.
+    """
+    from mmengine.config import Config
+    out, used = [], set()
+    for path in configs:
+        cfg = Config.fromfile(path)
+        mine = {k: v for k, v in options.items() if _has_key(cfg, k)}
+        cfg.merge_from_dict(mine)
+        used.update(mine)
+        out.append(cfg)
+    unused = sorted(set(options) - used)
+    if unused:
+        raise SystemExit(f'--e2e-cfg-options: no --e2e-config has '
+                         f'{", ".join(unused)}.')
+    return out
+
+
+def _read_boxes(path: str):
+    """(N, 4) float32 boxes from a JSON list of [x1, y1, x2, y2]."""
+    import json
+
+    import numpy as np
+    try:
+        with open(path) as f:
+            boxes = np.asarray(json.load(f), np.float32)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f'--e2e-boxes {path}: cannot read a JSON list of '
+                         f'[x1, y1, x2, y2] boxes ({e}).') from None
+    if boxes.ndim != 2 or boxes.shape[1] != 4:
+        raise SystemExit(f'--e2e-boxes {path}: expected a list of [x1, y1, '
+                         f'x2, y2] boxes, got an array of shape '
+                         f'{boxes.shape}.')
+    return boxes
 
 
 def _default_e2e_config(arch: str) -> str:
@@ -994,8 +1366,27 @@ def main(argv: Optional[Sequence[str]] = None,
     if args.threads:
         torch.set_num_threads(args.threads)
     device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    if args.decode:
+        try:
+            sizes = [tuple(int(v) for v in s.lower().split('x'))
+                     for s in args.decode_sizes]
+        except ValueError:
+            raise SystemExit(f'--decode-sizes takes HxW sizes such as 64x48, '
+                             f'got {args.decode_sizes}.') from None
+        rows = benchmark_decode(
+            heatmap_sizes=sizes, people=args.decode_people,
+            devices=sorted({'cpu', device}), warmup=args.warmup,
+            repeats=args.repeats)
+        print(format_decode(rows))
+        if args.json:
+            with open(args.json, 'w') as f:
+                json.dump(dict(decode=rows), f, indent=1)
+        return dict(decode=rows)
     if args.e2e_only and not args.end_to_end:
         raise SystemExit('--e2e-only needs --end-to-end FOLDER.')
+    if args.cuda_graph and not str(device).startswith('cuda'):
+        raise SystemExit(f'--cuda-graph needs a CUDA device (got {device}); '
+                         'leave it off on CPU.')
     model = None
     if args.config:
         if not args.e2e_only:
@@ -1027,7 +1418,9 @@ def main(argv: Optional[Sequence[str]] = None,
             precision='autocast' if args.autocast else 'cast',
             device=device, warmup=args.warmup, repeats=args.repeats,
             compile=args.compile, compare_stock=args.compare_stock,
-            peak_tflops=args.peak_tflops)
+            peak_tflops=args.peak_tflops, compile_mode=args.compile_mode,
+            sdpa=args.sdpa_backend, cuda_graph=args.cuda_graph,
+            channels_last=args.channels_last)
         print(format_report(result), flush=True)
         results['model_only'] = _jsonable(result)
     del model
@@ -1035,12 +1428,22 @@ def main(argv: Optional[Sequence[str]] = None,
         from sapiens_mm.apis.inferencers import SapiensInferencer
         config = args.e2e_config or args.config or _default_e2e_config(
             args.arch)
+        config = [config] if isinstance(config, str) else list(config)
+        names = ', '.join(config) + (
+            f' with {args.e2e_cfg_options}' if args.e2e_cfg_options else '')
+        if args.e2e_cfg_options:
+            config = _with_options(config, args.e2e_cfg_options)
+        if len(config) == 1:
+            config = config[0]
+        boxes = None
+        if args.e2e_boxes:
+            boxes = _read_boxes(args.e2e_boxes)
         inferencer = SapiensInferencer(
             models=config, device=device, batch_size=args.batch_size,
             dtype=args.dtype, compile=args.compile)
         out_dir = args.out_dir or tempfile.mkdtemp(prefix='sapiens_e2e_')
         folder = args.end_to_end
-        if args.e2e_images:
+        if args.e2e_images and os.path.isdir(folder):
             from sapiens_mm.utils.image_io import list_images
             files = [os.path.join(folder, f) for f in list_images(folder)]
             folder_tmp = tempfile.mkdtemp(prefix='sapiens_e2e_in_')
@@ -1051,14 +1454,15 @@ def main(argv: Optional[Sequence[str]] = None,
         try:
             e2e = end_to_end(inferencer, folder, out_dir,
                              batch_size=args.batch_size,
-                             repeats=args.repeats)
+                             repeats=args.repeats, bboxes=boxes,
+                             max_frames=args.e2e_images)
         finally:
             if not args.out_dir:
                 shutil.rmtree(out_dir, ignore_errors=True)
             if folder != args.end_to_end:
                 shutil.rmtree(folder, ignore_errors=True)
         mode = '' if args.dtype == 'fp32' else ' (autocast)'
-        print(f'== end-to-end: SapiensInferencer({config}), dtype '
+        print(f'== end-to-end: SapiensInferencer({names}), dtype '
               f'{args.dtype}{mode}, compile {args.compile}, on '
               f'{args.end_to_end}')
         print(format_end_to_end(e2e))

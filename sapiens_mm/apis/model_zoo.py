@@ -10,6 +10,14 @@ and output channels give the task (pose ``head.final_layer`` with 17 / 133 /
 patch-embedding width gives the size. Either way the result names the config
 under ``configs/`` that builds the matching model.
 
+Sapiens2 task files are named ``sapiens2_<size>_<task>.safetensors``
+(``sapiens2_0.4b_pose.safetensors``; sizes 0.4b / 0.8b / 1b / 5b, tasks pose,
+seg, normal, pointmap, plus albedo for models trained here); their weights
+tell them apart from v1 by the register tokens (``backbone.storage_tokens``)
+and the Sapiens2 head names (``conv_pose``, ``conv_seg`` with 29 classes,
+``conv_normal``, ``conv_pointmap``, ``conv_albedo``). Their configs live under
+``configs/sapiens2/``.
+
 Checkpoint files are read only through :mod:`sapiens_mm.checkpoint`.
 """
 import os.path as osp
@@ -24,12 +32,12 @@ from sapiens_mm.checkpoint import get_state_dict, load_file
 
 __all__ = [
     'SapiensModelInfo', 'UnrecognizedCheckpointError', 'EMBED_DIMS_TO_SIZE',
-    'config_root', 'config_path', 'get_config', 'shipped_config',
-    'parse_checkpoint_name',
-    'recognize_state_dict', 'recognize_checkpoint'
+    'SAPIENS2_EMBED_DIMS_TO_SIZE', 'config_root', 'config_path', 'get_config',
+    'shipped_config', 'parse_checkpoint_name', 'recognize_state_dict',
+    'recognize_checkpoint'
 ]
 
-Task = Literal['pose', 'seg', 'depth', 'normal']
+Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo']
 
 #: Backbone width (``backbone.patch_embed.projection.weight`` rows) -> size.
 EMBED_DIMS_TO_SIZE: Dict[int, str] = {
@@ -37,6 +45,15 @@ EMBED_DIMS_TO_SIZE: Dict[int, str] = {
     1280: '0.6b',
     1536: '1b',
     1920: '2b',
+    64: 'tiny',
+}
+
+#: Sapiens2 backbone width -> size (the sizes with task models).
+SAPIENS2_EMBED_DIMS_TO_SIZE: Dict[int, str] = {
+    1024: '0.4b',
+    1280: '0.8b',
+    1536: '1b',
+    2432: '5b',
     64: 'tiny',
 }
 
@@ -56,6 +73,29 @@ _CONFIG_TEMPLATES = {
     ('depth', None): 'depth/sapiens_{size}-200e_depth_folder-{res}.py',
     ('normal', None): 'normal/sapiens_{size}-200e_normal_folder-{res}.py',
 }
+
+#: Sapiens2 task -> config path under ``configs/``.
+_SAPIENS2_TEMPLATES = {
+    'pose': 'sapiens2/pose/sapiens2_{size}-goliath-{res}.py',
+    'seg': 'sapiens2/seg/sapiens2_{size}-dome29-{res}.py',
+    'normal': 'sapiens2/normal/sapiens2_{size}-normal_folder-{res}.py',
+    'pointmap': 'sapiens2/pointmap/sapiens2_{size}-pointmap_folder-{res}.py',
+    'albedo': 'sapiens2/albedo/sapiens2_{size}-albedo_folder-{res}.py',
+}
+#: Sapiens2 head output layer -> task (keys under ``decode_head.``, or
+#: ``head.`` for a pose model saved in this project's layout).
+_SAPIENS2_HEADS = {
+    'conv_pose': 'pose',
+    'conv_seg': 'seg',
+    'conv_normal': 'normal',
+    'conv_pointmap': 'pointmap',
+    'conv_albedo': 'albedo',
+}
+_SAPIENS2_NAME = re.compile(
+    r'^sapiens2_(?P<size>0\.4b|0\.8b|1b|5b|tiny)_'
+    r'(?P<task>pose|seg|normal|pointmap|albedo)$')
+_SAPIENS2_PRETRAIN_NAME = re.compile(
+    r'^sapiens2_(0\.1b|0\.4b|0\.8b|1b|1b_4k|5b)_pretrain$')
 
 _SIZE = r'(?P<size>0\.3b|0\.6b|1b|2b|tiny)'
 # Official release names (see the Sapiens model zoo). Order matters: the
@@ -79,7 +119,9 @@ _PRETRAIN_NAME = re.compile(rf'^sapiens_{_SIZE}_epoch_\d+(_clean)?$')
 _EXAMPLES = ('sapiens_0.3b_goliath_best_goliath_AP_573.pth (pose), '
              'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth '
              '(seg), sapiens_0.3b_render_people_epoch_100.pth (depth), '
-             'sapiens_0.3b_normal_render_people_epoch_66.pth (normal)')
+             'sapiens_0.3b_normal_render_people_epoch_66.pth (normal), '
+             'sapiens2_0.4b_pose.safetensors (Sapiens2; also seg, normal, '
+             'pointmap)')
 
 
 class UnrecognizedCheckpointError(ValueError):
@@ -91,22 +133,30 @@ class SapiensModelInfo:
     """What a Sapiens task checkpoint holds.
 
     Attributes:
-        task: ``'pose'``, ``'seg'``, ``'depth'`` or ``'normal'``.
-        size: ``'0.3b'``, ``'0.6b'``, ``'1b'``, ``'2b'`` or ``'tiny'``.
+        task: ``'pose'``, ``'seg'``, ``'depth'`` or ``'normal'``; Sapiens2
+            also ``'pointmap'`` and ``'albedo'``.
+        size: ``'0.3b'``, ``'0.6b'``, ``'1b'``, ``'2b'`` or ``'tiny'``;
+            Sapiens2: ``'0.4b'``, ``'0.8b'``, ``'1b'``, ``'5b'`` or
+            ``'tiny'``.
         dataset: Keypoint layout (``'goliath'``, ``'coco'``,
             ``'coco_wholebody'``) for pose, vocabulary (``'goliath'`` 28
             classes, ``'lip'`` 20 classes) for seg, None for depth / normal.
+            Sapiens2: ``'goliath'`` (308 keypoints) for pose, ``'dome29'``
+            for seg, None otherwise.
         source: ``'name'`` or ``'keys'``: what the facts were read from.
+        version: 1 (Sapiens) or 2 (Sapiens2).
     """
     task: str
     size: str
     dataset: Optional[str] = None
     source: str = 'name'
+    version: int = 1
 
     @property
     def config(self) -> Path:
         """The shipped config that builds this model."""
-        return shipped_config(self.task, self.size, self.dataset)
+        return shipped_config(self.task, self.size, self.dataset,
+                              self.version)
 
 
 def config_root() -> Path:
@@ -185,16 +235,20 @@ def get_config(name: str):
 
 
 def shipped_config(task: str, size: str,
-                   dataset: Optional[str] = None) -> Path:
+                   dataset: Optional[str] = None,
+                   version: int = 1) -> Path:
     """Path of the config that builds a ``task`` model of ``size``.
 
     Args:
-        task: ``'pose'``, ``'seg'``, ``'depth'`` or ``'normal'``.
-        size: ``'0.3b'``, ``'0.6b'``, ``'1b'``, ``'2b'`` or ``'tiny'``.
+        task: ``'pose'``, ``'seg'``, ``'depth'`` or ``'normal'``; Sapiens2:
+            ``'pose'``, ``'seg'``, ``'normal'``, ``'pointmap'``, ``'albedo'``.
+        size: ``'0.3b'``, ``'0.6b'``, ``'1b'``, ``'2b'`` or ``'tiny'``;
+            Sapiens2: ``'0.4b'``, ``'0.8b'``, ``'1b'``, ``'5b'``, ``'tiny'``.
         dataset: Pose layout (``'goliath'``, ``'coco'``,
             ``'coco_wholebody'``) or seg vocabulary (``'goliath'``,
-            ``'lip'``); ignored for depth / normal. Defaults to
-            ``'goliath'`` for pose and seg.
+            ``'lip'``); ignored for depth / normal and for Sapiens2 (one
+            dataset per task). Defaults to ``'goliath'`` for pose and seg.
+        version: 1 (Sapiens, default) or 2 (Sapiens2).
 
     Returns:
         Absolute path of the config file.
@@ -203,6 +257,11 @@ def shipped_config(task: str, size: str,
         ValueError: Unknown task / size / dataset.
         FileNotFoundError: The config does not exist.
     """
+    if version == 2:
+        return _sapiens2_config(task, size)
+    if version != 1:
+        raise ValueError(f'version must be 1 (Sapiens) or 2 (Sapiens2), got '
+                         f'{version!r}.')
     if task in ('depth', 'normal'):
         dataset = None
     elif dataset is None:
@@ -215,8 +274,23 @@ def shipped_config(task: str, size: str,
     if size not in EMBED_DIMS_TO_SIZE.values():
         raise ValueError(f'Unknown Sapiens size {size!r}; choose from '
                          f'{sorted(EMBED_DIMS_TO_SIZE.values())}.')
+    return _existing_config(_CONFIG_TEMPLATES[key], task, size)
+
+
+def _sapiens2_config(task: str, size: str) -> Path:
+    if task not in _SAPIENS2_TEMPLATES:
+        raise ValueError(f'No Sapiens2 config for task {task!r}; known: '
+                         f'{", ".join(_SAPIENS2_TEMPLATES)}.')
+    if size not in SAPIENS2_EMBED_DIMS_TO_SIZE.values():
+        raise ValueError(
+            f'Unknown Sapiens2 task-model size {size!r}; choose from '
+            f'{sorted(SAPIENS2_EMBED_DIMS_TO_SIZE.values())}.')
+    return _existing_config(_SAPIENS2_TEMPLATES[task], task, size)
+
+
+def _existing_config(template: str, task: str, size: str) -> Path:
     res = '256x192' if size == 'tiny' else '1024x768'
-    path = config_root() / _CONFIG_TEMPLATES[key].format(size=size, res=res)
+    path = config_root() / template.format(size=size, res=res)
     if not path.is_file():
         raise FileNotFoundError(
             f'Expected the config {path} for a {size} {task} model; it is '
@@ -226,7 +300,7 @@ def shipped_config(task: str, size: str,
 
 def _stem(path: Union[str, Path]) -> str:
     name = osp.basename(str(path))
-    for ext in ('.pth', '.pt', '.pt2', '.ckpt', '.bin'):
+    for ext in ('.pth', '.pt', '.pt2', '.ckpt', '.bin', '.safetensors'):
         if name.lower().endswith(ext):
             name = name[:-len(ext)]
             break
@@ -251,6 +325,17 @@ def parse_checkpoint_name(
     """
     name = osp.basename(str(path))
     stem = _stem(name).lower()
+    m = _SAPIENS2_NAME.match(stem)
+    if m:
+        task = m.group('task')
+        dataset = dict(pose='goliath', seg='dome29').get(task)
+        return SapiensModelInfo(task, m.group('size'), dataset, 'name', 2)
+    if _SAPIENS2_PRETRAIN_NAME.match(stem):
+        raise UnrecognizedCheckpointError(
+            f'{name} is a Sapiens2 pretraining (backbone-only) checkpoint: '
+            'it has no task head to run. Use it as the backbone init of a '
+            'configs/sapiens2/ fine-tuning config, or pick a task file such '
+            'as sapiens2_0.4b_pose.safetensors.')
     lite = re.search(r'_(torchscript|bfloat16)$', stem)
     if lite or name.lower().endswith('.pt2'):
         raise UnrecognizedCheckpointError(
@@ -304,6 +389,8 @@ def recognize_state_dict(state: Mapping[str, torch.Tensor],
             'together with it: models={"pose": dict(config=..., '
             'checkpoint=...)}.')
     embed_dims = _out_channels(state, embed_key)
+    if 'backbone.storage_tokens' in state:
+        return _recognize_sapiens2(state, embed_dims, source)
     size = EMBED_DIMS_TO_SIZE.get(embed_dims)
     if size is None:
         raise UnrecognizedCheckpointError(
@@ -344,6 +431,36 @@ def recognize_state_dict(state: Mapping[str, torch.Tensor],
         f'{source}: a Sapiens backbone without a known head (no '
         '"head.final_layer" or "decode_head.conv_seg" weights). Pass the '
         'config of this model together with the checkpoint.')
+
+
+def _recognize_sapiens2(state: Mapping[str, torch.Tensor], embed_dims: int,
+                        source: str) -> SapiensModelInfo:
+    """A Sapiens2 task model (it has register tokens) from its head keys."""
+    size = SAPIENS2_EMBED_DIMS_TO_SIZE.get(embed_dims)
+    if size is None:
+        raise UnrecognizedCheckpointError(
+            f'{source}: Sapiens2 backbone width {embed_dims} is none of the '
+            f'sizes with task models {SAPIENS2_EMBED_DIMS_TO_SIZE}. Pass the '
+            'config of this model together with the checkpoint.')
+    for layer, task in _SAPIENS2_HEADS.items():
+        key = next((f'{prefix}.{layer}.weight'
+                    for prefix in ('decode_head', 'head')
+                    if f'{prefix}.{layer}.weight' in state), None)
+        if key is None:
+            continue
+        channels = _out_channels(state, key)
+        expected = dict(pose=308, seg=29).get(task, 3)
+        if channels != expected:
+            raise UnrecognizedCheckpointError(
+                f'{source}: a Sapiens2 {task} head with {channels} outputs; '
+                f'the shipped {task} config has {expected}. Pass the config '
+                'of this model together with the checkpoint.')
+        dataset = dict(pose='goliath', seg='dome29').get(task)
+        return SapiensModelInfo(task, size, dataset, 'keys', 2)
+    raise UnrecognizedCheckpointError(
+        f'{source}: a Sapiens2 backbone without a known head (none of '
+        f'{sorted(_SAPIENS2_HEADS)} under decode_head.). Pass the config of '
+        'this model together with the checkpoint.')
 
 
 def recognize_checkpoint(

@@ -1,7 +1,9 @@
 from . import transforms  # noqa: F401
-from .metainfo import load_body_part_classes, load_goliath_keypoints
+from .metainfo import (body_part_label_map, load_body_part_classes,
+                       load_goliath_keypoints)
 
-__all__ = ['load_body_part_classes', 'load_goliath_keypoints']
+__all__ = ['load_body_part_classes', 'load_goliath_keypoints',
+           'body_part_label_map']
 from .body_part_seg_dataset import BodyPartSegDataset, goliath_34_to_28_label_map  # noqa: E402,E501
 from .cihp_body_part_dataset import CIHPBodyPartDataset  # noqa: E402
 from .lip_body_part_dataset import LIPBodyPartDataset  # noqa: E402
@@ -10,7 +12,10 @@ __all__ += ['BodyPartSegDataset', 'LIPBodyPartDataset', 'CIHPBodyPartDataset',
 from .dense_folder_dataset import DenseFolderDataset  # noqa: E402
 from .depth_folder_dataset import DepthFolderDataset  # noqa: E402
 from .normal_folder_dataset import NormalFolderDataset  # noqa: E402
-__all__ += ['DenseFolderDataset', 'DepthFolderDataset', 'NormalFolderDataset']
+from .pointmap_folder_dataset import PointmapFolderDataset  # noqa: E402
+from .albedo_folder_dataset import AlbedoFolderDataset  # noqa: E402
+__all__ += ['DenseFolderDataset', 'DepthFolderDataset', 'NormalFolderDataset',
+            'PointmapFolderDataset', 'AlbedoFolderDataset']
 from .goliath_dataset import GoliathDataset  # noqa: E402
 from .metainfo_goliath import (  # noqa: E402
     GOLIATH_GROUPS, coco_wholebody_to_goliath, goliath_keypoint_groups,

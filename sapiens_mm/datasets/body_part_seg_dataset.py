@@ -5,19 +5,20 @@ vocabulary (:func:`goliath_34_to_28_label_map`).
 """
 import copy
 import os.path as osp
-from typing import Dict, List, Literal, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 from mmengine import fileio
 from mmseg.datasets import BaseSegDataset
 from mmseg.registry import DATASETS
 
-from .metainfo import load_body_part_classes
+from .metainfo import (BodyPartVocab, body_part_label_map,
+                       load_body_part_classes)
 
 __all__ = [
     'BodyPartSegDataset', 'goliath_34_to_28_label_map', 'pick_data_prefix'
 ]
 
-Vocab = Literal['goliath_28', 'lip_cihp_20']
+Vocab = BodyPartVocab
 
 
 def goliath_34_to_28_label_map() -> Dict[int, int]:
@@ -30,16 +31,16 @@ def goliath_34_to_28_label_map() -> Dict[int, int]:
     Returns:
         ``{old_id: new_id}`` for all 34 ids.
     """
-    vocab = load_body_part_classes('goliath_28')
-    new_ids = {name: i for i, name in enumerate(vocab['classes'])}
-    ignore = vocab.get('ignore_index', 255)
-    return {
-        old_id: new_ids.get(name, ignore)
-        for old_id, name in enumerate(vocab['original_34_classes'])
-    }
+    return dict(body_part_label_map('original_34', 'goliath_28'))
 
 
-_LABEL_MAPS = {'goliath_34_to_28': goliath_34_to_28_label_map}
+_LABEL_MAPS = {
+    'goliath_34_to_28': goliath_34_to_28_label_map,
+    # Sapiens2 (dome_29): from the 34 original classes or from v1 28-class
+    # masks; see sapiens_mm.datasets.metainfo.body_part_label_map
+    'goliath_34_to_29': lambda: dict(body_part_label_map('original_34')),
+    'goliath_28_to_29': lambda: dict(body_part_label_map('goliath_28')),
+}
 
 
 def pick_data_prefix(dataset: str, data_root: Optional[str],
@@ -88,11 +89,14 @@ class BodyPartSegDataset(BaseSegDataset):
     list of images that have none.
 
     Args:
-        vocab: Class vocabulary: ``'goliath_28'`` (27 parts + background)
-            or ``'lip_cihp_20'``. Sets ``classes`` and ``palette``.
+        vocab: Class vocabulary: ``'goliath_28'`` (27 parts + background),
+            ``'lip_cihp_20'`` or Sapiens2's ``'dome_29'``. Sets ``classes``
+            and ``palette``.
         label_map: Mapping applied to mask ids when they are loaded:
-            ``'goliath_34_to_28'`` for masks in the original 34-class Goliath
-            ids, or an explicit ``{old_id: new_id}`` dict. Defaults to None
+            ``'goliath_34_to_28'`` (or, for dome_29, ``'goliath_34_to_29'``)
+            for masks in the original 34-class Goliath ids,
+            ``'goliath_28_to_29'`` for v1 28-class masks used with dome_29,
+            or an explicit ``{old_id: new_id}`` dict. Defaults to None
             (masks already use ``vocab`` ids).
         img_suffixes: Image file suffixes to collect.
             Defaults to ('.jpg', '.jpeg', '.png').

@@ -1,4 +1,5 @@
-"""Folder dataset for dense human targets (relative depth, normals)."""
+"""Folder dataset for dense human targets (depth, normals, pointmaps,
+albedo)."""
 import os.path as osp
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -8,7 +9,8 @@ from mmseg.registry import DATASETS
 
 __all__ = ['DenseFolderDataset']
 
-_TARGET_KEYS = ('depth_path', 'normal_path')
+_TARGET_KEYS = ('depth_path', 'normal_path', 'pointmap_path',
+                'albedo_path')
 
 
 @DATASETS.register_module()
@@ -23,6 +25,8 @@ class DenseFolderDataset(BaseDataset):
             masks/<stem>.png             foreground mask: any value > 0
             depths/<stem>.npy            (H, W) float depth (any scale)
             normals/<stem>.npy           (H, W, 3) float normals in [-1, 1]
+            pointmaps/<stem>.npy         (H, W, 3) float camera-frame XYZ
+            albedos/<stem>.npy           (H, W, 3) float RGB albedo in [0, 1]
 
     Every image needs a file of the same stem (also in sub-folders: the
     path relative to ``images/`` is the stem) in each folder named by
@@ -31,13 +35,14 @@ class DenseFolderDataset(BaseDataset):
     target itself (positive depth / non-zero normal); ``mask_path=None``
     does the same.
 
-    Each sample is ``dict(img_path, mask_path, depth_path and/or
-    normal_path, seg_fields=[])``; ``LoadDenseAnnotations`` reads them.
+    Each sample is ``dict(img_path, mask_path, <target>_path...,
+    seg_fields=[])``; ``LoadDenseAnnotations`` reads them.
 
     Args:
         data_root: Root folder joined to every ``data_prefix`` entry.
         data_prefix: ``img_path`` (required), ``mask_path`` (optional) and at
-            least one of ``depth_path`` / ``normal_path``.
+            least one of ``depth_path``, ``normal_path``, ``pointmap_path``
+            and ``albedo_path``.
         img_suffix: Image file suffixes (case-insensitive).
         mask_suffix: Mask file suffix. Defaults to ``'.png'``.
         target_suffix: Target file suffix. Defaults to ``'.npy'``.
@@ -67,11 +72,12 @@ class DenseFolderDataset(BaseDataset):
         if unknown:
             raise ValueError(
                 f'Unknown data_prefix keys {sorted(unknown)}; use img_path, '
-                f'mask_path, depth_path and/or normal_path.')
+                f'mask_path and target folders among {list(_TARGET_KEYS)}.')
         targets = [k for k in _TARGET_KEYS if data_prefix.get(k)]
         if not targets:
-            raise ValueError('data_prefix needs depth_path and/or '
-                             'normal_path (e.g. depth_path="depths").')
+            raise ValueError(f'data_prefix needs a target folder, one of '
+                             f'{list(_TARGET_KEYS)} (e.g. '
+                             'depth_path="depths").')
         for key in self.REQUIRED_TARGETS:
             if not data_prefix.get(key):
                 raise ValueError(f'{type(self).__name__} needs `{key}` in '

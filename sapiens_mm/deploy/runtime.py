@@ -104,14 +104,17 @@ def postprocess_pose(
         heatmaps: (N, K, h, w) flip-averaged heatmaps.
         data_samples: The test pipeline's ``PoseDataSample`` of each crop
             (``input_center``, ``input_scale``, ``input_size``, boxes).
-        codec: The built keypoint codec of the config's head.
+        codec: The built keypoint codec of the config's head; a
+            ``UDPHeatmap`` decodes the whole batch at once
+            (:func:`sapiens_mm.codecs.batch_decode`, mmpose's results).
         output_keypoint_indices: Keep only these keypoints (test_cfg).
 
     Returns:
         The samples with ``pred_instances`` set.
     """
-    for hm, sample in zip(heatmaps, data_samples):
-        keypoints, scores = codec.decode(np.array(hm, dtype=np.float32))
+    from sapiens_mm.codecs import batch_decode
+    decoded = zip(*batch_decode(codec, np.asarray(heatmaps, np.float32)))
+    for (keypoints, scores), sample in zip(decoded, data_samples):
         meta = sample.metainfo
         keypoints[..., :2] = keypoints[..., :2] / meta['input_size'] * \
             meta['input_scale'] + meta['input_center'] - \

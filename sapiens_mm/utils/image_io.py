@@ -13,7 +13,7 @@ from PIL import Image, ImageOps
 
 __all__ = [
     'IMAGE_EXTENSIONS', 'VIDEO_EXTENSIONS', 'UnreadableImageError',
-    'list_images', 'read_image'
+    'list_images', 'read_image', 'truncation_problem'
 ]
 
 #: File name endings (case-insensitive) treated as images.
@@ -79,7 +79,29 @@ def _decode_pillow(content: bytes) -> np.ndarray:
     return np.ascontiguousarray(rgb[..., ::-1])
 
 
+def truncation_problem(content: bytes) -> Optional[str]:
+    """Why a JPEG / PNG file is cut short, or None.
+
+    OpenCV decodes a truncated JPEG without an error (the missing rows come
+    out grey or black), so the end markers are checked: a JPEG needs an
+    end-of-image marker (``FF D9``) after its last start-of-scan (``FF
+    DA``; an EXIF thumbnail's own markers come before it), a PNG its
+    ``IEND`` chunk. Other formats: None.
+    """
+    if content[:3] == b'\xff\xd8\xff':
+        if content.rfind(b'\xff\xd9') < content.rfind(b'\xff\xda'):
+            return ('the JPEG file is truncated (no end-of-image marker '
+                    'after its image data)')
+    elif content[:8] == b'\x89PNG\r\n\x1a\n' and \
+            b'IEND' not in content[-64:]:
+        return 'the PNG file is truncated (no IEND chunk)'
+    return None
+
+
 def _decode_cv2(content: bytes) -> np.ndarray:
+    problem = truncation_problem(content)
+    if problem is not None:
+        raise ValueError(problem)
     img = cv2.imdecode(np.frombuffer(content, np.uint8), cv2.IMREAD_COLOR)
     if img is None:
         raise ValueError('OpenCV could not decode the file')
@@ -94,9 +116,10 @@ def read_image(path: str,
 
     Args:
         path: File path (or any URI mmengine's file backends accept).
-        backend: ``'pillow'`` (default) also rejects truncated files and
-            applies the EXIF orientation; ``'cv2'`` is faster but decodes a
-            truncated JPEG partially (grey bottom) without an error.
+        backend: ``'pillow'`` (default) also applies the EXIF orientation;
+            ``'cv2'`` is faster. Both reject truncated files (``'cv2'``
+            through :func:`truncation_problem`, since OpenCV decodes a
+            truncated JPEG partially without an error).
         backend_args: mmengine file backend arguments.
 
     Returns:

@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 import cv2
 import numpy as np
 
-from .color import rgb_to_bgr
+from .color import rgb_to_bgr, track_color
 
 __all__ = ['draw_pose']
 
@@ -42,7 +42,8 @@ def draw_pose(img: np.ndarray,
               kpt_thr: float = 0.3,
               radius: Optional[int] = None,
               thickness: Optional[int] = None,
-              bbox_color: Tuple[int, int, int] = (0, 255, 0)) -> np.ndarray:
+              bbox_color: Tuple[int, int, int] = (0, 255, 0),
+              track_ids: Optional[np.ndarray] = None) -> np.ndarray:
     """Draw people's skeletons.
 
     Args:
@@ -59,6 +60,10 @@ def draw_pose(img: np.ndarray,
             to the image size.
         thickness: Link thickness; None scales the official 3 px.
         bbox_color: BGR colour of the boxes.
+        track_ids: (N,) track ID of each person (video): each person's box,
+            links and keypoints are drawn in the colour of its ID
+            (:func:`~sapiens_mm.visualization.color.track_color`) and the ID
+            is written above its box. None: the skeleton's colours.
 
     Returns:
         (H, W, 3) uint8 BGR drawing.
@@ -76,18 +81,26 @@ def draw_pose(img: np.ndarray,
     kpt_colors = np.asarray(dataset_meta.get('keypoint_colors', []))
     links = dataset_meta.get('skeleton_links', []) or []
     link_colors = np.asarray(dataset_meta.get('skeleton_link_colors', []))
+    ids = None if track_ids is None else [int(i) for i in track_ids]
     if bboxes is not None:
-        for box in np.asarray(bboxes).reshape(-1, 4):
+        for n, box in enumerate(np.asarray(bboxes).reshape(-1, 4)):
             x1, y1, x2, y2 = [int(round(float(v))) for v in box]
-            cv2.rectangle(canvas, (x1, y1), (x2, y2), bbox_color,
+            color = bbox_color if ids is None else track_color(ids[n])
+            cv2.rectangle(canvas, (x1, y1), (x2, y2), color,
                           max(1, thickness // 2))
-    for kpts, scores in zip(keypoints, keypoint_scores):
+            if ids is not None and ids[n] >= 0:
+                cv2.putText(canvas, f'id {ids[n]}', (x1, max(0, y1 - 4)),
+                            cv2.FONT_HERSHEY_SIMPLEX, 0.2 * thickness, color,
+                            max(1, thickness // 2), cv2.LINE_AA)
+    for n, (kpts, scores) in enumerate(zip(keypoints, keypoint_scores)):
         visible = scores >= kpt_thr
+        person = None if ids is None else track_color(ids[n])
         for j, (a, b) in enumerate(links):
             if not (visible[a] and visible[b]):
                 continue
             color = rgb_to_bgr(link_colors[j]) if len(link_colors) > j else (
                 255, 255, 255)
+            color = color if person is None else person
             width = max(1, thickness // 2) if (small[a] or small[b]) \
                 else thickness
             cv2.line(canvas, tuple(int(round(v)) for v in kpts[a]),
@@ -96,6 +109,7 @@ def draw_pose(img: np.ndarray,
         for k in np.flatnonzero(visible):
             color = rgb_to_bgr(kpt_colors[k]) if len(kpt_colors) > k else (0, 0,
                                                                      255)
+            color = color if person is None else person
             cv2.circle(canvas, tuple(int(round(v)) for v in kpts[k]),
                        small_radius if small[k] else radius, color, -1,
                        cv2.LINE_AA)

@@ -18,6 +18,14 @@ checkpointing), ``--no-bf16`` (fp32), ``--no-fsdp`` (plain DDP / one GPU).
 ``--cpu-smoke`` runs the same code path on CPU with the tiny arch (gloo),
 to check the script itself on a machine without a GPU.
 
+It also prints the model FLOPs of one iteration (3 x the forward pass:
+forward, and a backward pass of twice its cost; the forward recomputed by
+activation checkpointing is not counted, as in the usual "model FLOPs
+utilisation"), counted with ``torch.utils.flop_counter`` on a copy of the
+model on the meta device, the achieved TFLOP/s and, on a GPU of known peak
+(or with ``--peak-tflops``), their fraction of the dense bf16 peak.
+``--json FILE`` writes the figures.
+
 Exits with status 2 and a message when no CUDA GPU is available.
 """
 import argparse
@@ -49,7 +57,29 @@ def parse_args(argv=None):
                    help='tiny arch on CPU (gloo): checks the script only')
     p.add_argument('--work-dir', help='logs and generated images (default: '
                    'work_dirs/gpu_train_check; shared by the ranks of a node)')
+    p.add_argument('--peak-tflops', type=float, default=None,
+                   help='peak TFLOP/s per GPU for the fraction of peak '
+                   '(default: the known dense bf16 peak of the GPU)')
+    p.add_argument('--json', default=None,
+                   help='also write the figures to this JSON file (rank 0)')
     return p.parse_args(argv)
+
+
+def train_flops(cfg, batch_size: int, size) -> int:
+    """Model FLOPs of one training iteration per process: 3 x those of
+    the forward pass of ``cfg.model`` on ``batch_size`` images of ``size``
+    (H, W), counted on the meta device (no memory, no compute)."""
+    import torch
+    from mmengine.registry import DefaultScope
+    from mmseg.registry import MODELS
+    from torch.utils.flop_counter import FlopCounterMode
+    with DefaultScope.overwrite_default_scope('mmseg'), \
+            torch.device('meta'):
+        model = MODELS.build(cfg.model)
+        x = torch.empty(batch_size, 3, *size)
+        with FlopCounterMode(display=False) as counter:
+            model(x, mode='tensor')
+    return 3 * counter.get_total_flops()
 
 
 def _free_port() -> int:
@@ -186,6 +216,7 @@ def main(argv=None):
     while not osp.exists(done):  # other ranks of this node
         time.sleep(0.5)
     cfg = _build_cfg(args, work_dir, data_root, launcher)
+    flops = train_flops(cfg, args.batch_size, size)
     runner = build_runner(cfg)
     runner.train()
 
@@ -214,13 +245,34 @@ def main(argv=None):
               + (f' ({torch.cuda.get_device_name()})' if device == 'cuda'
                  else ''))
         print(f'parameters on rank 0 (sharded under FSDP): {n_params / 1e6:.1f} M')
-        print(f'iteration time: {sum(times) / len(times):.3f} s (mean of '
+        step = sum(times) / len(times)
+        print(f'iteration time: {step:.3f} s (mean of '
               f'{len(times)}; all: {", ".join(f"{t:.3f}" for t in hook.times)})')
         if device == 'cuda':
             print(f'peak memory (max over ranks): allocated {stats[0]:.2f} GiB,'
                   f' reserved {stats[1]:.2f} GiB')
         else:
             print(f'peak resident memory (max over ranks): {stats[0]:.2f} GiB')
+        from sapiens_mm.apis.benchmark import gpu_peak_tflops
+        peak = args.peak_tflops or gpu_peak_tflops(torch.device(device))
+        achieved = flops / step / 1e12
+        print(f'model FLOPs per iteration and process (3 x forward): '
+              f'{flops / 1e12:.4g} TFLOP; achieved {achieved:.4g} TFLOP/s'
+              + (f' = {100 * achieved / peak:.1f} % of the {peak:.0f} TFLOP/s '
+                 'dense bf16 peak' if peak else ''))
+        if args.json:
+            import json
+            with open(args.json, 'w') as f:
+                json.dump(dict(
+                    config=osp.basename(args.config), mode=mode,
+                    processes=world, batch_size=args.batch_size,
+                    device=device, parameters=n_params, iter_s=step,
+                    iter_times=hook.times, peak_allocated_gib=float(stats[0]),
+                    peak_reserved_gib=float(stats[1]),
+                    train_flops=flops, tflops_per_s=achieved,
+                    peak_tflops=peak,
+                    peak_fraction=achieved / peak if peak else None), f,
+                    indent=1)
     return 0
 
 

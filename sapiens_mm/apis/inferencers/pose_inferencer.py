@@ -6,8 +6,10 @@ import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
+from mmpose.datasets.transforms import TopdownAffine
 
-from sapiens_mm.visualization import draw_pose
+from sapiens_mm.codecs import as_batch_decoder
+from sapiens_mm.visualization import SkeletonStyle, draw_openpose, draw_pose
 
 from ..inference import skeleton_name
 from ..model_zoo import SapiensModelInfo
@@ -54,6 +56,8 @@ class PoseInferencer(BaseTaskInferencer):
                  nms_thr: float = 0.3,
                  kpt_thr: float = 0.3) -> None:
         super().__init__(cfg, checkpoint, device, dtype, info)
+        if not self.exported:  # decode all crops at once, on the device
+            self.model.head.decoder = as_batch_decoder(self.model.head.decoder)
         if self.exported:
             from mmpose.registry import KEYPOINT_CODECS
             with DefaultScope.overwrite_default_scope('mmpose'):
@@ -74,7 +78,7 @@ class PoseInferencer(BaseTaskInferencer):
     def pipeline_input_size(self) -> Optional[tuple]:
         size = [
             s.input_size for s in self.pipeline.transforms
-            if type(s).__name__ == 'TopdownAffine'
+            if isinstance(s, TopdownAffine)  # Sapiens2TopdownAffine too
         ]
         return tuple(size[0]) if size else None
 
@@ -142,22 +146,42 @@ class PoseInferencer(BaseTaskInferencer):
             results.append(dict(pose=pose, samples=mine))
         return results
 
+    @property
+    def keypoint_names(self) -> List[str]:
+        """The model's keypoint names in order (its dataset metainfo)."""
+        meta = self.dataset_meta
+        if 'keypoint_id2name' not in meta:
+            raise ValueError('The pose model\'s metainfo has no keypoint '
+                             'names: give its dataset a registered type or '
+                             'a metainfo with keypoint_info.')
+        return [meta['keypoint_id2name'][i] for i in range(self.num_keypoints)]
+
     def visualize(self,
                   image: np.ndarray,
                   pose: dict,
-                  draw_bbox: bool = True) -> np.ndarray:
-        """The skeletons (and boxes) of one image's people, BGR."""
+                  draw_bbox: bool = True,
+                  style: SkeletonStyle = 'mmpose') -> np.ndarray:
+        """The skeletons of one image's people, BGR: ``'mmpose'`` over the
+        image in the layout's colours (and the boxes), ``'openpose'`` the
+        ControlNet-style skeleton on black (see
+        :func:`sapiens_mm.visualization.draw_openpose`)."""
+        if style == 'openpose':
+            return draw_openpose(pose['keypoints'], pose['keypoint_scores'],
+                                 self.keypoint_names, image.shape[:2],
+                                 kpt_thr=self.kpt_thr)
         return draw_pose(image,
                          pose['keypoints'],
                          pose['keypoint_scores'],
                          self.dataset_meta,
                          bboxes=pose['bboxes'] if draw_bbox else None,
-                         kpt_thr=self.kpt_thr)
+                         kpt_thr=self.kpt_thr,
+                         track_ids=pose.get('track_ids'))
 
     def to_json(self, frame_name: str, frame_index: Optional[int],
                 img_shape: Tuple[int, int], pose: dict) -> dict:
         """COCO-style JSON record of one image's people (boxes xywh,
-        keypoints flattened as x, y, score)."""
+        keypoints flattened as x, y, score; on video also each person's
+        ``track_id``, -1 for one too unsure to be tracked)."""
         meta = self.dataset_meta
         names = [
             meta['keypoint_id2name'][i] for i in range(self.num_keypoints)
@@ -177,6 +201,8 @@ class PoseInferencer(BaseTaskInferencer):
                      keypoints=np.concatenate(
                          [kpts, kscores[:, None]], axis=1).reshape(-1).tolist(),
                      keypoint_scores=kscores.tolist()))
+        for inst, track_id in zip(instances, pose.get('track_ids', ())):
+            inst['track_id'] = int(track_id)
         return dict(input=frame_name,
                     frame_index=frame_index,
                     height=int(img_shape[0]),

@@ -1,4 +1,5 @@
-"""The multi-task inferencer: pose, body parts, depth and normals at once.
+"""The multi-task inferencer: pose, body parts, depth and normals at once
+(and Sapiens2's pointmaps and albedo).
 
 :class:`SapiensInferencer` follows the conventions of mmengine's
 ``BaseInferencer`` and of ``MMPoseInferencer`` / ``MMSegInferencer``: build
@@ -33,6 +34,15 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 from tqdm import tqdm
 
+from sapiens_mm.datasets.keypoint_formats import (EXPORT_FORMATS,
+                                                  convert_pose_record)
+from sapiens_mm.tracking import (DepthStabilizer, NormalStabilizer,
+                                 PoseTracker, bboxes_from_keypoints)
+from sapiens_mm.utils.foreground import (person_cutouts, rgba_cutout,
+                                         soft_foreground)
+from sapiens_mm.utils.pointcloud import write_ply
+from sapiens_mm.visualization import SKELETON_STYLES, SkeletonStyle
+
 from ..inference import DTYPES, TASKS, Task
 from ..model_zoo import SapiensModelInfo
 from .base_task_inferencer import BaseTaskInferencer
@@ -47,11 +57,46 @@ from .utils.writers import VideoWriters, write_json, write_npy, write_png
 
 __all__ = ['SapiensInferencer']
 
-DENSE_TASKS = ('seg', 'depth', 'normal')
+DENSE_TASKS = ('seg', 'depth', 'normal', 'pointmap', 'albedo')
 
 
 class StopRequested(Exception):
     """The user closed the live view."""
+
+
+def _nonfinite_counts(pred: dict) -> Dict[str, int]:
+    """Per dense task of one frame's prediction, how many NaN / inf values
+    the model produced (seg: its logits); tasks without any are left out."""
+    counts = {}
+    for task, sample in pred['samples'].items():
+        field = {'seg': 'seg_logits', 'depth': 'pred_depth_map',
+                 'normal': 'pred_normal_map', 'pointmap': 'pred_pointmap',
+                 'albedo': 'pred_albedo_map'}.get(task)
+        data = getattr(sample, field, None) if field else None
+        if data is None:
+            continue
+        n = int((~torch.isfinite(data.data)).sum())
+        if n:
+            counts[task] = n
+    return counts
+
+
+class _VideoState:
+    """What the inferencer carries from frame to frame of one video or
+    webcam: its pose tracker, dense stabilisers and last keypoints."""
+
+    def __init__(self, source: Source, tracker: Optional[PoseTracker],
+                 stabilize_alpha: Optional[float]) -> None:
+        self.source = source
+        self.tracker = tracker
+        self.depth = self.normal = None
+        if stabilize_alpha is not None:
+            self.depth = DepthStabilizer(stabilize_alpha)
+            self.normal = NormalStabilizer(stabilize_alpha)
+        #: The last frame's (unsmoothed) keypoints, scores and track IDs.
+        self.keypoints: Optional[np.ndarray] = None
+        self.keypoint_scores: Optional[np.ndarray] = None
+        self.track_ids: Optional[np.ndarray] = None
 
 
 class SapiensInferencer:
@@ -92,10 +137,32 @@ class SapiensInferencer:
         bbox_thr: Minimum detector score of a person box. Defaults to 0.3.
         nms_thr: IoU threshold of the box NMS. Defaults to 0.3.
         kpt_thr: Keypoints below this score are not drawn. Defaults to 0.3.
+        track: On videos and webcams, give each person a track ID that stays
+            the same from frame to frame
+            (:class:`~sapiens_mm.tracking.PoseTracker`: box IoU and
+            keypoint OKS). Defaults to True.
+        smooth: On videos and webcams, smooth each track's keypoints with a
+            One-Euro filter (needs ``track``; still images are never
+            smoothed). Defaults to True.
+        det_interval: On videos and webcams, run the person detector every
+            N frames only; the frames between take their boxes from the
+            previous frame's keypoints (as rtmlib's ``PoseTracker``).
+            Defaults to 1 (every frame).
+        tracker_cfg: Settings of the tracker and its filter (``iou_weight``,
+            ``match_thr``, ``birth_thr``, ``max_age``, ``min_cutoff``,
+            ``beta``, ``d_cutoff``); see
+            :class:`~sapiens_mm.tracking.PoseTracker`.
+        stabilize_dense: On videos, stabilise depth (aligned to the previous
+            frame by a least-squares scale and shift on the foreground, then
+            averaged) and normals (averaged, renormalised) over time.
+            Defaults to False.
+        stabilize_alpha: Weight of the new frame in that average, in
+            (0, 1]. Defaults to 0.5.
 
     Person boxes come from, in order: boxes given to ``__call__``; else the
-    detector (score >= ``bbox_thr``, NMS); else the whole image. Keypoints
-    are returned in original image pixels.
+    detector (score >= ``bbox_thr``, NMS; on video every ``det_interval``
+    frames, the previous frame's keypoints between); else the whole image.
+    Keypoints are returned in original image pixels.
 
     Decoding, person detection and pre-processing of the next batch run in
     a worker thread while the models run on the current one, and the
@@ -119,7 +186,13 @@ class SapiensInferencer:
                  det_cat_id: int = 0,
                  bbox_thr: float = 0.3,
                  nms_thr: float = 0.3,
-                 kpt_thr: float = 0.3) -> None:
+                 kpt_thr: float = 0.3,
+                 track: bool = True,
+                 smooth: bool = True,
+                 det_interval: int = 1,
+                 tracker_cfg: Optional[dict] = None,
+                 stabilize_dense: bool = False,
+                 stabilize_alpha: float = 0.5) -> None:
         if device is None:
             device = 'cuda' if torch.cuda.is_available() else 'cpu'
         self.device = torch.device(device)
@@ -157,6 +230,28 @@ class SapiensInferencer:
                 ti.compile()
         #: (input, reason) of every input skipped by the last call.
         self.skipped: List[Tuple[str, str]] = []
+        if isinstance(det_interval, bool) or not isinstance(
+                det_interval, int) or det_interval < 1:
+            raise ValueError(f'det_interval must be a positive int (run the '
+                             f'detector every N frames), got '
+                             f'{det_interval!r}.')
+        self.track, self.det_interval = bool(track), det_interval
+        self.kpt_thr = kpt_thr
+        self.tracker_cfg = dict(tracker_cfg or {}, smooth=bool(smooth))
+        unknown = set(self.tracker_cfg) - {
+            'iou_weight', 'match_thr', 'birth_thr', 'max_age', 'min_cutoff',
+            'beta', 'd_cutoff', 'smooth'
+        }
+        if unknown:
+            raise ValueError(f'Unknown tracker_cfg keys {sorted(unknown)}; '
+                             'see sapiens_mm.tracking.PoseTracker.')
+        if self.track and 'pose' in self.task_inferencers:
+            self._new_tracker()  # validates the settings now
+        self.stabilize_alpha = None
+        if stabilize_dense:
+            DepthStabilizer(stabilize_alpha)  # validates alpha
+            self.stabilize_alpha = float(stabilize_alpha)
+        self._video: Optional[_VideoState] = None
 
     # ------------------------------------------------------------ set-up
     @staticmethod
@@ -190,6 +285,24 @@ class SapiensInferencer:
         pose = self.task_inferencers.get('pose')
         return pose.detector if pose is not None else None
 
+    def _new_tracker(self) -> PoseTracker:
+        meta = self.task_inferencers['pose'].dataset_meta
+        sigmas = meta.get('sigmas')
+        return PoseTracker(
+            sigmas=None if sigmas is None or not len(sigmas) else sigmas,
+            kpt_thr=self.kpt_thr, **self.tracker_cfg)
+
+    def _video_state(self, src: Source) -> Optional[_VideoState]:
+        """The frame-to-frame state of a video / webcam source (a new one
+        when the source changes); None for images."""
+        if src.kind not in ('video', 'webcam'):
+            return None
+        if self._video is None or self._video.source is not src:
+            tracker = self._new_tracker() if (
+                self.track and 'pose' in self.task_inferencers) else None
+            self._video = _VideoState(src, tracker, self.stabilize_alpha)
+        return self._video
+
     def _skip(self, src: Source, reason: str) -> None:
         name = src.path or src.name
         self.skipped.append((name, reason))
@@ -209,7 +322,10 @@ class SapiensInferencer:
                  wait_time: int = 1,
                  draw_bbox: bool = True,
                  max_frames: Optional[int] = None,
-                 show_progress: bool = True) -> List[dict]:
+                 show_progress: bool = True,
+                 skeleton_style: SkeletonStyle = 'mmpose',
+                 export_formats: Sequence[str] = (),
+                 save_mask: bool = False) -> List[dict]:
         """Run the tasks on ``inputs`` and return one result per image or
         video frame. See :meth:`stream` for the arguments and results; this
         collects them in a list (use :meth:`stream` for webcams and long
@@ -217,7 +333,8 @@ class SapiensInferencer:
         return list(
             self.stream(inputs, out_dir, batch_size, bboxes, return_vis,
                         return_datasamples, no_save_pred, no_save_vis, show,
-                        wait_time, draw_bbox, max_frames, show_progress))
+                        wait_time, draw_bbox, max_frames, show_progress,
+                        skeleton_style, export_formats, save_mask))
 
     def stream(self,
                inputs: InputsType,
@@ -232,7 +349,10 @@ class SapiensInferencer:
                wait_time: int = 1,
                draw_bbox: bool = True,
                max_frames: Optional[int] = None,
-               show_progress: bool = True) -> Iterator[dict]:
+               show_progress: bool = True,
+               skeleton_style: SkeletonStyle = 'mmpose',
+               export_formats: Sequence[str] = (),
+               save_mask: bool = False) -> Iterator[dict]:
         """Run the tasks on ``inputs``, yielding one result per image or
         video frame as soon as it is ready.
 
@@ -265,22 +385,46 @@ class SapiensInferencer:
             max_frames: Read at most this many frames of each video /
                 webcam (None: all; a webcam runs until stopped).
             show_progress: Show a progress bar.
+            skeleton_style: ``'mmpose'`` (skeletons over the image in the
+                layout's colours) or ``'openpose'`` (ControlNet-style
+                skeletons on a black canvas; 17, 133 and 308 keypoints).
+            export_formats: Also write each frame's pose in these formats
+                (``'coco17'``, ``'coco_wholebody'``, ``'openpose'``; see
+                :mod:`sapiens_mm.datasets.keypoint_formats`) to
+                ``<out_dir>/pose_<format>/<name>.json``.
+            save_mask: Person foreground from the seg model: the soft mask
+                (``predictions['foreground']``, (H, W) float32 in [0, 1])
+                and, with ``out_dir``, ``mask/<name>.png`` (the soft mask
+                x 255), ``mask/<name>_rgba.png`` (the image with that alpha)
+                and ``mask/<name>_person<i>.png`` (one cut-out per pose box,
+                when pose runs).
 
         Yields:
             dict: ``input`` (path or name), ``name``, ``frame_index`` (None
             for images), ``img_shape`` (H, W) and ``predictions`` with, per
             task: ``pose``: dict(``skeleton``, ``bboxes`` (N, 4) xyxy,
             ``bbox_scores`` (N,), ``bbox_source`` ('user' / 'detector' /
-            'whole_image'), ``keypoints`` (N, K, 2), ``keypoint_scores``
-            (N, K)); ``seg``: (H, W) uint8 labels; ``depth``: (H, W)
+            'whole_image', or 'keypoints' for the previous frame's on a
+            frame without detection), ``keypoints`` (N, K, 2),
+            ``keypoint_scores`` (N, K), on video ``track_ids`` (N,));
+            ``seg``: (H, W) uint8 labels; ``depth``: (H, W)
             float32 relative depth (larger = farther); ``normal``: (H, W, 3)
-            float32 unit normals. When seg ran, depth and normals are NaN
+            float32 unit normals; Sapiens2 ``pointmap``: (H, W, 3) float32
+            metric camera-frame XYZ, ``albedo``: (H, W, 3) float32 RGB.
+            When seg ran, depth, normals, pointmaps and albedo are NaN
             outside the person foreground (label > 0). Also ``pred_files``
-            and ``vis_files`` ({task: path} of what was written), plus
-            ``visualization`` / ``datasamples`` when asked.
+            and ``vis_files`` ({task: path} of what was written; a pointmap
+            adds ``pointmap_ply``, the coloured point cloud of its finite
+            points), ``nonfinite`` ({task: number of NaN / inf values the
+            model output}, empty when all are finite; each such frame is also
+            logged as a warning), plus ``visualization`` / ``datasamples``
+            when asked. Two inputs with the same name get distinct output
+            names (``x``, ``x_1``...: see ``name``, and the log).
         """
         batch_size = self.check_batch_size(batch_size or self.batch_size)
+        self._check_output_options(skeleton_style, export_formats, save_mask)
         self.skipped = []
+        self._video = None
         sources = collect_sources(inputs)
         if not sources:
             raise ValueError('No input given.')
@@ -291,7 +435,10 @@ class SapiensInferencer:
                     return_datasamples=return_datasamples,
                     save_pred=out_dir is not None and not no_save_pred,
                     save_vis=out_dir is not None and not no_save_vis,
-                    show=show, wait_time=wait_time, draw_bbox=draw_bbox)
+                    show=show, wait_time=wait_time, draw_bbox=draw_bbox,
+                    skeleton_style=skeleton_style,
+                    export_formats=tuple(export_formats),
+                    save_mask=save_mask)
         videos = VideoWriters()
         bar = tqdm(total=total, desc='Sapiens inference', unit='img',
                    disable=not show_progress or total == 1)
@@ -333,6 +480,28 @@ class SapiensInferencer:
             videos.release()
             if show:
                 cv2.destroyAllWindows()
+
+    def _check_output_options(self, skeleton_style: str,
+                              export_formats: Sequence[str],
+                              save_mask: bool) -> None:
+        if skeleton_style not in SKELETON_STYLES:
+            raise ValueError(f'skeleton_style must be one of '
+                             f'{", ".join(SKELETON_STYLES)}, got '
+                             f'{skeleton_style!r}.')
+        if isinstance(export_formats, str):
+            raise TypeError('export_formats is a list of formats, e.g. '
+                            f'[{export_formats!r}].')
+        unknown = [f for f in export_formats if f not in EXPORT_FORMATS]
+        if unknown:
+            raise ValueError(f'Unknown export format(s) {unknown}; choose '
+                             f'from {", ".join(EXPORT_FORMATS)}.')
+        if export_formats and 'pose' not in self.task_inferencers:
+            raise ValueError('Exporting keypoint formats needs a pose model '
+                             '(give --pose or a pose checkpoint).')
+        if save_mask and 'seg' not in self.task_inferencers:
+            raise ValueError('The foreground mask (save_mask / --save-mask) '
+                             'comes from the segmentation: give a seg model '
+                             'too (--seg or a seg checkpoint).')
 
     def _prepared_batches(self, sources: List[Source],
                           max_frames: Optional[int], bar: tqdm,
@@ -385,10 +554,26 @@ class SapiensInferencer:
                 prepared['dense'][task] = self.task_inferencers[
                     task].preprocess_images(images)
         if 'pose' in self.task_inferencers:
+            # Frames without detection (det_interval) are prepared in
+            # forward(): their boxes come from the previous frame's result.
+            ready = [
+                i for i, f in enumerate(batch)
+                if not self._boxes_from_last_frame(f, user_boxes)
+            ]
+            prepared['pose_frames'] = ready
             prepared['pose'] = self.task_inferencers['pose'].preprocess_images(
-                images, [f.source.name for f in batch],
-                [user_boxes[f.source.index] for f in batch])
+                [images[i] for i in ready],
+                [batch[i].source.name for i in ready],
+                [user_boxes[batch[i].source.index] for i in ready])
         return prepared
+
+    def _boxes_from_last_frame(self, frame: Frame, user_boxes) -> bool:
+        """Whether ``frame`` takes its person boxes from the previous
+        frame's keypoints instead of the detector (det_interval)."""
+        return (self.det_interval > 1
+                and frame.source.kind in ('video', 'webcam')
+                and user_boxes[frame.source.index] is None
+                and frame.frame_index % self.det_interval != 0)
 
     def forward(self, prepared: dict, batch_size: int) -> List[dict]:
         """Run the models on a :meth:`preprocess` output.
@@ -409,30 +594,92 @@ class SapiensInferencer:
                                          ti.postprocess(samples)):
                 pred['samples'][task] = sample
                 pred[task] = arr
+        for pred in preds:  # before the seg mask adds NaNs on purpose
+            pred['nonfinite'] = _nonfinite_counts(pred)
         for pred in preds:  # the person foreground masks the dense outputs
             if 'seg' in pred:
                 background = pred['seg'] == 0
-                for task in ('depth', 'normal'):
+                for task in ('depth', 'normal', 'pointmap', 'albedo'):
                     if task in pred:
                         pred[task][background] = np.nan
+        ready = {}
         if 'pose' in self.task_inferencers:
             ti = self.task_inferencers['pose']
             samples = ti.forward(prepared['pose']['packed'], batch_size)
-            for pred, out in zip(preds, ti.postprocess(prepared['pose'],
-                                                       samples)):
+            ready = dict(zip(prepared['pose_frames'],
+                             ti.postprocess(prepared['pose'], samples)))
+        # In frame order: each frame's tracking needs the previous frame's.
+        for i, (frame, pred) in enumerate(zip(prepared['batch'], preds)):
+            if 'pose' in self.task_inferencers:
+                out = ready.get(i) or self._pose_from_last_frame(
+                    frame, batch_size)
                 pred['pose'] = out['pose']
                 pred['samples']['pose'] = out['samples']
+                bad = sum(int((~np.isfinite(out['pose'][k])).sum())
+                          for k in ('keypoints', 'keypoint_scores'))
+                if bad:
+                    pred['nonfinite']['pose'] = bad
+            self._follow(frame, pred)
         return preds
 
+    def _pose_from_last_frame(self, frame: Frame, batch_size: int) -> dict:
+        """Pose of a frame without detection: boxes around the previous
+        frame's people (the detector when there were none)."""
+        ti = self.task_inferencers['pose']
+        state = self._video_state(frame.source)
+        boxes = None
+        if state.keypoints is not None:
+            boxes, keep = bboxes_from_keypoints(
+                state.keypoints, state.keypoint_scores, self.kpt_thr,
+                img_shape=frame.image.shape[:2])
+        if boxes is not None and not len(boxes):
+            boxes = None  # everyone was lost: detect
+        prepared = ti.preprocess_images([frame.image], [frame.source.name],
+                                        [boxes])
+        out = ti.postprocess(prepared,
+                             ti.forward(prepared['packed'], batch_size))[0]
+        if boxes is not None:
+            out['pose']['bbox_source'] = 'keypoints'
+            if state.track_ids is not None:  # each box's track is known
+                out['pose']['known_ids'] = state.track_ids[keep]
+        return out
+
+    def _follow(self, frame: Frame, pred: dict) -> None:
+        """Video only: track IDs and smoothed keypoints for the pose,
+        stabilised depth and normals."""
+        state = self._video_state(frame.source)
+        if state is None:
+            return
+        t = frame.frame_index / frame.source.fps
+        pose = pred.get('pose')
+        if pose is not None:
+            known = pose.pop('known_ids', None)
+            state.keypoints = pose['keypoints']
+            state.keypoint_scores = pose['keypoint_scores']
+            if state.tracker is not None:
+                ids, keypoints = state.tracker.update(
+                    pose['bboxes'], pose['keypoints'],
+                    pose['keypoint_scores'], t, known)
+                pose['track_ids'] = state.track_ids = ids
+                pose['keypoints'] = keypoints
+        if state.depth is not None and 'depth' in pred:
+            pred['depth'] = state.depth(pred['depth'])
+        if state.normal is not None and 'normal' in pred:
+            pred['normal'] = state.normal(pred['normal'])
+
     def visualize(self, frame: Frame, pred: dict,
-                  draw_bbox: bool = True) -> Dict[str, np.ndarray]:
+                  draw_bbox: bool = True,
+                  skeleton_style: SkeletonStyle = 'mmpose'
+                  ) -> Dict[str, np.ndarray]:
         """BGR visualisation of each task's prediction for one frame
-        (depth and normals black outside the seg foreground)."""
+        (depth and normals black outside the seg foreground; the pose in
+        ``skeleton_style``)."""
         fg = pred['seg'] > 0 if 'seg' in pred else None
         vis = {}
         for task, ti in self.task_inferencers.items():
             if task == 'pose':
-                vis[task] = ti.visualize(frame.image, pred['pose'], draw_bbox)
+                vis[task] = ti.visualize(frame.image, pred['pose'], draw_bbox,
+                                         skeleton_style)
             elif task == 'seg':
                 vis[task] = ti.visualize(frame.image, pred['seg'])
             else:
@@ -453,22 +700,45 @@ class SapiensInferencer:
             predictions={t: pred[t]
                          for t in self.tasks},
             pred_files={},
-            vis_files={})
+            vis_files={},
+            nonfinite=dict(pred.get('nonfinite') or {}))
+        if result['nonfinite']:
+            where = result['input'] if frame.frame_index is None else \
+                f'{result["input"]} frame {frame.frame_index}'
+            outputs = ', '.join(f'{t} output ({n} values)'
+                                for t, n in result['nonfinite'].items())
+            print_log(
+                f'{where}: non-finite (NaN / inf) values in the {outputs}; '
+                'the model weights or the input may be corrupt.',
+                logger='current', level=30)
         out_dir = opts['out_dir']
         if opts['save_pred']:
             for task in self.tasks:
                 if task == 'pose':
                     path = osp.join(out_dir, 'pose', stem + '.json')
-                    write_json(
-                        path, self.task_inferencers['pose'].to_json(
-                            result['input'], frame.frame_index,
-                            result['img_shape'], pred['pose']))
+                    record = self.task_inferencers['pose'].to_json(
+                        result['input'], frame.frame_index,
+                        result['img_shape'], pred['pose'])
+                    write_json(path, record)
+                    for fmt in opts['export_formats']:
+                        fmt_path = osp.join(out_dir, f'pose_{fmt}',
+                                            stem + '.json')
+                        write_json(fmt_path, convert_pose_record(record, fmt))
+                        result['pred_files'][f'pose_{fmt}'] = fmt_path
                 else:
                     path = osp.join(out_dir, task, stem + '.npy')
                     write_npy(path, pred[task])
+                    if task == 'pointmap':  # + the coloured point cloud
+                        ply = osp.join(out_dir, task, stem + '.ply')
+                        write_ply(ply, pred[task],
+                                  colors=frame.image[..., ::-1])
+                        result['pred_files']['pointmap_ply'] = ply
                 result['pred_files'][task] = path
+        if opts['save_mask']:
+            self._foreground(frame, pred, result, stem, out_dir)
         if opts['save_vis'] or opts['return_vis'] or opts['show']:
-            vis = self.visualize(frame, pred, opts['draw_bbox'])
+            vis = self.visualize(frame, pred, opts['draw_bbox'],
+                                 opts['skeleton_style'])
             if opts['save_vis']:
                 for task, img in vis.items():
                     if video:
@@ -485,6 +755,26 @@ class SapiensInferencer:
         if opts['return_datasamples']:
             result['datasamples'] = pred['samples']
         return result
+
+    @staticmethod
+    def _foreground(frame: Frame, pred: dict, result: dict, stem: str,
+                    out_dir: Optional[str]) -> None:
+        """The soft person mask (into the result) and its files."""
+        logits = pred['samples']['seg'].seg_logits.data.float().cpu().numpy()
+        alpha = soft_foreground(logits)
+        result['predictions']['foreground'] = alpha
+        if out_dir is None:
+            return
+        base = osp.join(out_dir, 'mask', stem)
+        files = {'mask': base + '.png', 'mask_rgba': base + '_rgba.png'}
+        write_png(files['mask'], np.round(alpha * 255).astype(np.uint8))
+        write_png(files['mask_rgba'], rgba_cutout(frame.image, alpha))
+        boxes = pred['pose']['bboxes'] if 'pose' in pred else []
+        for i, (cut, _) in enumerate(person_cutouts(frame.image, alpha,
+                                                    boxes)):
+            files[f'mask_person{i}'] = f'{base}_person{i}.png'
+            write_png(files[f'mask_person{i}'], cut)
+        result['pred_files'].update(files)
 
     @staticmethod
     def _show(vis: Dict[str, np.ndarray], wait_time: int) -> None:

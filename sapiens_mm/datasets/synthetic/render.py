@@ -44,10 +44,12 @@ def _rng(seed: SeedLike) -> np.random.Generator:
 
 
 def _place_people(rng: np.random.Generator, height: int, width: int,
-                  max_people: int):
-    """Camera, floor and the rigid placement of 1..max_people figures."""
-    n = int(rng.choice(np.arange(1, max_people + 1),
-                       p=_people_probs(max_people)))
+                  max_people: int, min_people: int = 1):
+    """Camera, floor and the rigid placement of min_people..max_people
+    figures."""
+    p = _people_probs(max_people)[min_people - 1:]
+    n = int(rng.choice(np.arange(min_people, max_people + 1),
+                       p=p / p.sum()))
     figs = [build_figure(rng) for _ in range(n)]
     fov = np.deg2rad(rng.uniform(40, 65))
     f = (height / 2) / np.tan(fov / 2)
@@ -395,14 +397,20 @@ def _keypoints(fig: Figure, person: int, hits, tables, K, height, width):
 
 def render_sample(rng_or_seed: SeedLike, size: Tuple[int, int] = (256, 192),
                   max_people: int = 3,
-                  background: Optional[str] = None) -> Dict[str, object]:
-    """Render one synthetic image of 1..``max_people`` people with labels.
+                  background: Optional[str] = None,
+                  min_people: int = 1) -> Dict[str, object]:
+    """Render one synthetic image of ``min_people``..``max_people`` people
+    with labels.
 
     Args:
         rng_or_seed: Seed (int / SeedSequence) or a numpy Generator; the
             same seed always gives the same sample.
         size: ``(height, width)`` in pixels.
         max_people: Maximum number of people (at least 1).
+        min_people: Minimum number of people placed (1 to ``max_people``;
+            the default 1 keeps the samples of every seed as they were).
+            A placed person can still be fully occluded or out of frame:
+            ``people`` lists the visible ones.
         background: ``'room'``, ``'outdoor'`` or ``'texture'``; random when
             None.
 
@@ -429,8 +437,13 @@ def render_sample(rng_or_seed: SeedLike, size: Tuple[int, int] = (256, 192),
                          f'got {background!r}')
     rng = _rng(rng_or_seed)
     height, width = int(size[0]), int(size[1])
+    max_people = max(1, int(max_people))
+    if not 1 <= int(min_people) <= max_people:
+        raise ValueError(f'min_people must be between 1 and max_people '
+                         f'({max_people}), got {min_people}.')
     figs, K, R_wc, cam_h, floor_xz = _place_people(rng, height, width,
-                                                   max(1, int(max_people)))
+                                                   max_people,
+                                                   int(min_people))
     tables, geom = _scene_tables(figs)
     hits = raycast(**geom, K=K, height=height, width=width)
     fg, cls, col, light, l_rgb = _shade(rng, hits, tables, figs, K, height,

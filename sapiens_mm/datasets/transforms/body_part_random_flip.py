@@ -1,12 +1,12 @@
 """Horizontal flip that swaps left / right body-part labels."""
-from typing import Literal, Optional, Sequence
+from typing import Optional, Sequence
 
 import mmcv
 import numpy as np
 from mmcv.transforms import RandomFlip
 from mmseg.registry import TRANSFORMS
 
-from ..metainfo import load_body_part_classes
+from ..metainfo import BodyPartVocab, load_body_part_classes
 
 __all__ = ['BodyPartRandomFlip']
 
@@ -27,15 +27,16 @@ class BodyPartRandomFlip(RandomFlip):
 
     Args:
         prob: Flip probability. Defaults to 0.5.
-        vocab: Vocabulary whose swap pairs are used: ``'goliath_28'`` or
-            ``'lip_cihp_20'``. Defaults to ``'goliath_28'``.
+        vocab: Vocabulary whose swap pairs are used: ``'goliath_28'``,
+            ``'lip_cihp_20'`` or ``'dome_29'``. Defaults to
+            ``'goliath_28'``.
         swap_seg_labels: Explicit ``[(left_id, right_id), ...]`` pairs,
             used instead of the vocabulary's.
     """
 
     def __init__(self,
                  prob: float = 0.5,
-                 vocab: Literal['goliath_28', 'lip_cihp_20'] = 'goliath_28',
+                 vocab: BodyPartVocab = 'goliath_28',
                  swap_seg_labels: Optional[Sequence[Sequence[int]]] = None
                  ) -> None:
         if swap_seg_labels is None:

@@ -43,8 +43,11 @@ class BestCheckpointGuardHook(Hook):
     def before_train(self, runner) -> None:
         info = runner.message_hub.runtime_info
         work_dir = runner.work_dir
-        load_from: Optional[str] = runner.cfg.get('load_from') if hasattr(
-            runner, 'cfg') and runner.cfg is not None else None
+        cfg = getattr(runner, 'cfg', None) or {}
+        # Runners built from keyword arguments have an empty cfg; mmengine
+        # keeps load_from only as a private attribute then.
+        load_from: Optional[str] = cfg.get('load_from') or getattr(
+            runner, '_load_from', None)
         own_run = bool(load_from) and _inside(str(load_from), work_dir)
         for key in [k for k in info if str(k).startswith('best_ckpt')]:
             path = info[key]

@@ -7,21 +7,26 @@ from mmengine.optim import DefaultOptimWrapperConstructor
 from mmengine.registry import OPTIM_WRAPPER_CONSTRUCTORS
 
 _STRIP = ('_fsdp_wrapped_module.', 'module.')
-_ZERO_ID = ('backbone.cls_token', 'backbone.mask_token', 'backbone.pos_embed')
+_ZERO_ID = ('backbone.cls_token', 'backbone.mask_token', 'backbone.pos_embed',
+            'backbone.storage_tokens')
+_ZERO_PREFIX = ('backbone.patch_embed.', 'backbone.tokenizer.')
+# v1 SapiensVisionTransformer / Sapiens2VisionTransformer encoder layers
+_LAYER_PREFIX = ('backbone.layers.', 'backbone.blocks.')
 
 
 def get_layer_id(name: str, num_layers: int) -> int:
     """Layer id of a parameter name for ``num_layers`` encoder layers.
 
-    ``cls_token`` / ``mask_token`` / ``pos_embed`` / ``patch_embed`` -> 0,
-    ``backbone.layers.i`` -> i + 1, anything else (final norm, heads) ->
-    ``num_layers + 1``.
+    ``cls_token`` / ``mask_token`` / ``pos_embed`` / ``patch_embed`` (and
+    Sapiens2's ``storage_tokens`` / ``tokenizer``) -> 0,
+    ``backbone.layers.i`` (Sapiens2: ``backbone.blocks.i``) -> i + 1,
+    anything else (final norm, heads) -> ``num_layers + 1``.
     """
     for s in _STRIP:
         name = name.replace(s, '')
-    if name in _ZERO_ID or name.startswith('backbone.patch_embed'):
+    if name in _ZERO_ID or name.startswith(_ZERO_PREFIX):
         return 0
-    if name.startswith('backbone.layers.'):
+    if name.startswith(_LAYER_PREFIX):
         return int(name.split('.')[2]) + 1
     return num_layers + 1
 

@@ -4,3 +4,7 @@ from .normal_metric import SapiensNormalMetric  # noqa: E402
 __all__ += ['SapiensDepthMetric', 'SapiensNormalMetric']
 from .goliath_metric import GoliathMetric, keypoint_oks_stats  # noqa: E402
 __all__ += ['GoliathMetric', 'keypoint_oks_stats']
+from .pointmap_metric import SapiensPointmapMetric  # noqa: E402
+__all__ += ['SapiensPointmapMetric']
+from .albedo_metric import SapiensAlbedoMetric  # noqa: E402
+__all__ += ['SapiensAlbedoMetric']

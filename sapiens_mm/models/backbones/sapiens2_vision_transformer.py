@@ -278,7 +278,10 @@ class Sapiens2VisionTransformer(BaseBackbone):
 
     # --------------------------------------------------------------- init
     def reset_parameters(self) -> None:
-        """The official random init (see the class docstring)."""
+        """The official random init (see the class docstring); a no-op on
+        the meta device (no values to set; shape-only builds stay fast)."""
+        if self.cls_token.is_meta:
+            return
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Conv2d)):
                 trunc_normal_(module.weight, std=.02)

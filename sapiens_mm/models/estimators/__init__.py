@@ -1,3 +1,5 @@
 __all__ = []
 from .sapiens_dense_estimator import SapiensDenseEstimator  # noqa: E402
 __all__ += ['SapiensDenseEstimator']
+from .sapiens2_dense_estimator import Sapiens2DenseEstimator  # noqa: E402
+__all__ += ['Sapiens2DenseEstimator']

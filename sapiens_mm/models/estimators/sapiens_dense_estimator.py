@@ -14,11 +14,6 @@ from torch import Tensor
 
 __all__ = ['SapiensDenseEstimator']
 
-_OUT_CHANNELS = dict(depth=1, normal=3)
-_TARGET_KEY = dict(depth='gt_depth_map', normal='gt_normal_map')
-_PRED_KEY = dict(depth='pred_depth_map', normal='pred_normal_map')
-# target value of padded pixels: invalid for the task's loss
-_INVALID = dict(depth=-1.0, normal=0.0)
 
 
 @MODELS.register_module()
@@ -48,25 +43,35 @@ class SapiensDenseEstimator(DepthEstimator):
             ``DepthEstimator``.
     """
 
+    #: Per task: output channels, target and prediction fields, the target
+    #: value of padded pixels (invalid for the task's loss), and which
+    #: channels a horizontal / vertical flip negates.
+    OUT_CHANNELS = dict(depth=1, normal=3)
+    TARGET_KEY = dict(depth='gt_depth_map', normal='gt_normal_map')
+    PRED_KEY = dict(depth='pred_depth_map', normal='pred_normal_map')
+    INVALID = dict(depth=-1.0, normal=0.0)
+    FLIP_NEGATES = ('normal', )
+
     def __init__(self, task: Literal['depth', 'normal'] = 'depth',
                  **kwargs) -> None:
-        if task not in _OUT_CHANNELS:
-            raise ValueError(f'task must be "depth" or "normal", got '
-                             f'{task!r}.')
+        if task not in self.OUT_CHANNELS:
+            raise ValueError(f'task must be one of {list(self.OUT_CHANNELS)}'
+                             f' for {type(self).__name__}, got {task!r}.')
         super().__init__(**kwargs)
         self.task = task
-        if self.out_channels != _OUT_CHANNELS[task]:
+        if self.out_channels != self.OUT_CHANNELS[task]:
             raise ValueError(
                 f'task={task!r} needs a decode head with '
-                f'{_OUT_CHANNELS[task]} output channels, got '
-                f'{self.out_channels}; use SapiensDepthHead for depth and '
-                'SapiensNormalHead for normals.')
+                f'{self.OUT_CHANNELS[task]} output channels, got '
+                f'{self.out_channels}; use the head of the task (e.g. '
+                'SapiensDepthHead for depth, SapiensNormalHead for '
+                'normals).')
         self._check_test_cfg(self.test_cfg)
 
     @property
     def pred_key(self) -> str:
         """Data-sample field of the prediction."""
-        return _PRED_KEY[self.task]
+        return self.PRED_KEY[self.task]
 
     @staticmethod
     def _check_test_cfg(test_cfg) -> None:
@@ -93,7 +98,7 @@ class SapiensDenseEstimator(DepthEstimator):
 
     def _pad_targets(self, inputs: Tensor, data_samples: SampleList) -> None:
         """Make every target cover the padded input, padding = invalid."""
-        key = _TARGET_KEY[self.task]
+        key = self.TARGET_KEY[self.task]
         H, W = inputs.shape[-2:]
         for sample in data_samples:
             if key not in sample:
@@ -112,15 +117,16 @@ class SapiensDenseEstimator(DepthEstimator):
                     f'Target {key} of size {(h, w)} is larger than the '
                     f'input {(H, W)}; keep targets at the image resolution.')
             target = F.pad(target[..., :h, :w], (0, W - w, 0, H - h),
-                           value=_INVALID[self.task])
+                           value=self.INVALID[self.task])
             sample.set_data({key: PixelData(data=target)})
 
     # ----------------------------------------------------------- inference
     def unflip(self, pred: Tensor, direction: str = 'horizontal') -> Tensor:
         """Map a prediction of a flipped image back to the original frame.
 
-        Flips the map and, for normals, negates the X (horizontal flip) or Y
-        (vertical flip) component.
+        Flips the map and, for vector tasks (``FLIP_NEGATES``: normals,
+        pointmaps), negates the X (horizontal flip) or Y (vertical flip)
+        component.
         """
         if direction == 'horizontal':
             pred = pred.flip(dims=(-1, ))
@@ -131,7 +137,7 @@ class SapiensDenseEstimator(DepthEstimator):
         else:
             raise ValueError(f'Cannot undo a {direction!r} flip; only '
                              '"horizontal" and "vertical" are supported.')
-        if self.task == 'normal':
+        if self.task in self.FLIP_NEGATES:
             sign = torch.ones(pred.shape[-3], dtype=pred.dtype,
                               device=pred.device)
             sign[channel] = -1.0
@@ -222,28 +228,47 @@ class SapiensDenseEstimator(DepthEstimator):
             The samples with ``pred_depth_map`` (1, h, w) or
             ``pred_normal_map`` (3, h, w, unit vectors) set.
         """
-        N, _, H, W = depth.shape
+        N = depth.shape[0]
         if data_samples is None:
             data_samples = [SegDataSample() for _ in range(N)]
             metas: List[Optional[dict]] = [None] * N
         else:
             metas = [s.metainfo for s in data_samples]
         for i, meta in enumerate(metas):
-            pred = depth[i:i + 1]
-            if meta is not None:
-                left, right, top, bottom = meta.get(
-                    'img_padding_size', meta.get('padding_size', [0] * 4))
-                pred = pred[:, :, top:H - bottom, left:W - right]
-                if meta.get('flip', False):
-                    pred = self.unflip(
-                        pred, meta.get('flip_direction', 'horizontal'))
-                if 'ori_shape' in meta:
-                    pred = resize(pred, size=tuple(meta['ori_shape'][:2]),
-                                  mode='bilinear',
-                                  align_corners=self.align_corners,
-                                  warning=False)
-            pred = pred[0]
-            if self.task == 'normal':
-                pred = F.normalize(pred, dim=0, eps=1e-12)
-            data_samples[i].set_data({self.pred_key: PixelData(data=pred)})
+            self._set_prediction(data_samples[i],
+                                 self._postprocess_one(depth[i:i + 1], meta))
         return data_samples
+
+    @staticmethod
+    def _crop_padding(pred: Tensor, meta: dict) -> Tensor:
+        """Cut the pipeline's (``img_padding_size``) or else the
+        preprocessor's (``padding_size``) padding, (left, right, top,
+        bottom), off a (1, C, H, W) prediction."""
+        H, W = pred.shape[-2:]
+        left, right, top, bottom = meta.get(
+            'img_padding_size', meta.get('padding_size', [0] * 4))
+        return pred[:, :, top:H - bottom, left:W - right]
+
+    def _postprocess_one(self, pred: Tensor,
+                         meta: Optional[dict]) -> Tensor:
+        """(1, C, H, W) prediction -> (C, h, w) at ``ori_shape``: crop the
+        padding, undo a pipeline flip, resize bilinearly; normals are then
+        L2-normalised."""
+        if meta is not None:
+            pred = self._crop_padding(pred, meta)
+            if meta.get('flip', False):
+                pred = self.unflip(pred,
+                                    meta.get('flip_direction', 'horizontal'))
+            if 'ori_shape' in meta:
+                pred = resize(pred, size=tuple(meta['ori_shape'][:2]),
+                              mode='bilinear',
+                              align_corners=self.align_corners,
+                              warning=False)
+        pred = pred[0]
+        if self.task == 'normal':
+            pred = F.normalize(pred, dim=0, eps=1e-12)
+        return pred
+
+    def _set_prediction(self, sample: SegDataSample, pred: Tensor) -> None:
+        """Store the (C, h, w) prediction in ``sample``."""
+        sample.set_data({self.pred_key: PixelData(data=pred)})

@@ -21,16 +21,17 @@ from .upsample import init_upsample_stack, make_conv_stack, make_deconv_stack
 
 __all__ = ['SapiensSegHead', 'resolve_class_weight']
 
-_VOCABS = ('goliath_28', 'lip_cihp_20')
+_VOCABS = ('goliath_28', 'lip_cihp_20', 'dome_29')
 
 
 def resolve_class_weight(loss_cfg: Union[dict, Sequence[dict]],
                          num_classes: int) -> Union[dict, List[dict]]:
     """Replace a vocabulary name in ``class_weight`` by its official weights.
 
-    ``class_weight='goliath_28'`` (or ``'lip_cihp_20'``) becomes the list of
-    per-class weights shipped in ``sapiens_mm/data/body_part_classes.json``,
-    so configs do not restate them. Other values are left as they are.
+    ``class_weight='goliath_28'`` (or ``'lip_cihp_20'``, ``'dome_29'``)
+    becomes the list of per-class weights shipped in
+    ``sapiens_mm/data/body_part_classes.json``, so configs do not restate
+    them. Other values are left as they are.
 
     Args:
         loss_cfg: One loss config or a list of them.

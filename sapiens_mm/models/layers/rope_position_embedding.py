@@ -6,7 +6,8 @@ DINOv3 design). Every step runs in the RoPE dtype, bf16 by default *even in
 an fp32 model*, because that is what the released models were trained and
 evaluated with: the periods, the token coordinates, the angles, sin / cos and
 the rotation of q and k (prefix tokens included, which are only cast to bf16
-and back).
+and back). "In bf16" is computed as float32 ops each rounded to bf16, which
+gives the same bits as bf16 ops and exports to float-only runtimes.
 """
 import math
 from typing import Literal, Tuple
@@ -82,19 +83,48 @@ class RopePositionEmbedding(nn.Module):
             ``(sin, cos)``, each (H * W, head_dims) in the RoPE dtype,
             row-major over the grid.
         """
-        dd = dict(device=self.periods.device, dtype=self.dtype)
-        cy = torch.arange(0.5, height, **dd) / height
-        cx = torch.arange(0.5, width, **dd) / width
+        rnd = _rounding(self.dtype)
+        device = self.periods.device
+        cy = rnd(_arange_half(height, self.dtype, device) / height)
+        cx = rnd(_arange_half(width, self.dtype, device) / width)
         coords = torch.stack(torch.meshgrid(cy, cx, indexing='ij'), dim=-1)
-        coords = 2.0 * coords.flatten(0, 1) - 1.0  # (HW, 2)
-        periods = self.periods.to(self.dtype)
-        angles = 2 * math.pi * coords[:, :, None] / periods[None, None, :]
+        coords = rnd(rnd(2.0 * coords.flatten(0, 1)) - 1.0)  # (HW, 2)
+        periods = rnd(self.periods.float())
+        angles = rnd(rnd(2 * math.pi * coords[:, :, None]) /
+                     periods[None, None, :])
         angles = angles.flatten(1, 2).tile(2)  # (HW, head_dims)
-        return torch.sin(angles), torch.cos(angles)
+        return torch.sin(angles).to(self.dtype), \
+            torch.cos(angles).to(self.dtype)
 
     def extra_repr(self) -> str:
         return (f'head_dims={self.head_dims}, base={self.base}, '
                 f'rope_dtype={self.rope_dtype!r}')
+
+
+def _rounding(dtype: torch.dtype):
+    """``x -> x`` rounded to ``dtype`` and back to float32.
+
+    Computing an op in float32 and rounding its result is exactly what
+    PyTorch's bf16 element-wise kernels do (CPU and CUDA compute in float
+    and round once), so a chain of float32 ops, each followed by this
+    rounding, gives the bits of the same chain in bf16. Unlike bf16 ops,
+    it exports to ONNX runtimes that have float kernels only (a bf16 ``Mul``
+    has no CPU kernel in ONNX Runtime).
+    """
+    if dtype == torch.float32:
+        return lambda x: x
+    return lambda x: x.to(dtype).float()
+
+
+def _arange_half(n: int, dtype: torch.dtype,
+                 device: torch.device) -> torch.Tensor:
+    """``torch.arange(0.5, n, dtype=dtype)`` as float32. PyTorch's bf16
+    ``arange`` differs from a rounded float32 one above 128.5 (its own
+    rounding); up to there the float32 route is exact and exports."""
+    if dtype == torch.float32 or n <= 129:
+        return _rounding(dtype)(
+            torch.arange(0.5, n, dtype=torch.float32, device=device))
+    return torch.arange(0.5, n, dtype=dtype, device=device).float()
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -107,28 +137,32 @@ def apply_rope(q: torch.Tensor, k: torch.Tensor,
                ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Rotate the last ``rope[0].shape[0]`` tokens of q and k.
 
-    All tokens, the unrotated prefix ones too, go through the RoPE dtype and
-    back to their own dtype, as in the official model.
+    As in the official model, all tokens (the unrotated prefix ones too) are
+    rounded to the RoPE dtype, the rotation ``x cos + rotate_half(x) sin``
+    runs in the RoPE dtype, and the result goes back to q's / k's dtype. The
+    arithmetic is float32 with a rounding after each op (the same bits as
+    bf16 ops, see :func:`_rounding`).
 
     Args:
         q: (B, heads, N, head_dims).
         k: (B, kv_heads, N, head_dims).
         rope: ``(sin, cos)`` from :class:`RopePositionEmbedding`, each
-            (N - prefix, head_dims).
+            (N - prefix, head_dims); their dtype is the RoPE dtype.
 
     Returns:
         The rotated ``(q, k)``, shapes and dtypes unchanged.
     """
-    sin, cos = rope
+    rnd = _rounding(rope[0].dtype)
+    sin, cos = (t.float() for t in rope)
     prefix = q.shape[-2] - sin.shape[-2]
     if prefix < 0:
         raise ValueError(f'RoPE tables cover {sin.shape[-2]} tokens but the '
                          f'sequence has only {q.shape[-2]}.')
 
     def rotate(x: torch.Tensor) -> torch.Tensor:
-        y = x.to(sin.dtype)
+        y = rnd(x.float())
         head, tail = y[..., :prefix, :], y[..., prefix:, :]
-        tail = tail * cos + _rotate_half(tail) * sin
+        tail = rnd(rnd(tail * cos) + rnd(_rotate_half(tail) * sin))
         return torch.cat((head, tail), dim=-2).to(x.dtype)
 
     return rotate(q), rotate(k)

@@ -7,3 +7,9 @@ from .normal_l1_loss import NormalL1Loss  # noqa: E402
 __all__ += ['DepthSiLogLoss', 'depth_silog_loss', 'DepthScaleShiftLoss',
             'depth_scale_shift_loss', 'NormalCosineLoss',
             'NormalL1Loss']
+from .normal_grad_loss import NormalGradLoss  # noqa: E402
+from .albedo_loss import AlbedoLoss  # noqa: E402
+from .body_part_dice_loss import BodyPartDiceLoss  # noqa: E402
+from .pointmap_loss import PointmapLoss, pointmap_normals  # noqa: E402
+__all__ += ['NormalGradLoss', 'AlbedoLoss', 'BodyPartDiceLoss',
+            'PointmapLoss', 'pointmap_normals']

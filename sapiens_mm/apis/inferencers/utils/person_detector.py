@@ -32,7 +32,8 @@ import torch
 __all__ = [
     'PersonDetector', 'OpenCVPersonDetector', 'OpenCVFaceDetector',
     'MMDetPersonDetector', 'build_person_detector', 'nms', 'filter_boxes',
-    'select_person_boxes', 'whole_image_box', 'boxes_per_input'
+    'select_person_boxes', 'whole_image_box', 'boxes_per_input',
+    'check_boxes'
 ]
 
 BoxesScores = Tuple[np.ndarray, np.ndarray]
@@ -414,6 +415,47 @@ def select_person_boxes(
     return whole_image_box(shape), np.ones(1, np.float32), 'whole_image'
 
 
+def check_boxes(boxes, where: str = 'bboxes') -> np.ndarray:
+    """User boxes as a float32 (N, 4) or (N, 5) array, each one valid.
+
+    Args:
+        boxes: ``[[x1, y1, x2, y2(, score)], ...]`` in pixels.
+        where: Whose boxes, for the message.
+
+    Returns:
+        The (N, 4|5) float32 array.
+
+    Raises:
+        ValueError: Another shape, or a box that is not finite, inverted
+            (x2 < x1 or y2 < y1) or of zero area: the message names it
+            (such boxes used to be dropped silently, and the whole image
+            used instead).
+    """
+    try:
+        arr = np.asarray(boxes, np.float32)
+    except (ValueError, TypeError):
+        raise ValueError(f'{where}: boxes must be numbers [[x1, y1, x2, y2'
+                         f'(, score)], ...], got {boxes!r}.') from None
+    if arr.ndim == 1 and arr.size in (4, 5):
+        arr = arr[None]
+    if arr.ndim != 2 or arr.shape[1] not in (4, 5):
+        raise ValueError(f'{where}: boxes must be N x 4 (x1, y1, x2, y2) or '
+                         f'N x 5 (+ score), got shape {arr.shape}.')
+    for i, box in enumerate(arr):
+        x1, y1, x2, y2 = (float(v) for v in box[:4])
+        if not np.isfinite(box).all():
+            why = 'has a non-finite value'
+        elif x2 <= x1 or y2 <= y1:
+            why = ('is inverted (x2 < x1 or y2 < y1)' if x2 < x1 or y2 < y1
+                   else 'has zero area')
+        else:
+            continue
+        raise ValueError(
+            f'{where}: box {i} {box.tolist()} {why}; give [x1, y1, x2, y2] '
+            'in pixels with x2 > x1 and y2 > y1.')
+    return arr
+
+
 def boxes_per_input(bboxes, num_inputs: int) -> List[Optional[np.ndarray]]:
     """The user's person boxes of each of ``num_inputs`` inputs.
 
@@ -427,20 +469,22 @@ def boxes_per_input(bboxes, num_inputs: int) -> List[Optional[np.ndarray]]:
         One float32 array (or None) per input.
 
     Raises:
-        ValueError: Another layout.
+        ValueError: Another layout, or an invalid box
+            (:func:`check_boxes`).
     """
     if bboxes is None:
         return [None] * num_inputs
     try:
         arr = np.asarray(bboxes, np.float32)
-    except ValueError:  # ragged: one entry per input
+    except (ValueError, TypeError):  # ragged: one entry per input
         arr = None
     if arr is not None and (arr.ndim == 2 or
                             (arr.ndim == 1 and arr.size in (4, 5))):
-        return [arr.reshape(-1, arr.shape[-1])] * num_inputs
+        return [check_boxes(arr.reshape(-1, arr.shape[-1]))] * num_inputs
     if isinstance(bboxes, (list, tuple)) and len(bboxes) == num_inputs:
         return [
-            None if b is None else np.asarray(b, np.float32) for b in bboxes
+            None if b is None else check_boxes(b, f'input {i}')
+            for i, b in enumerate(bboxes)
         ]
     raise ValueError(
         'bboxes must be one N x 4 (x1, y1, x2, y2) or N x 5 array used '

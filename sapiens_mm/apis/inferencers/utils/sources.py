@@ -14,13 +14,14 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 import cv2
 import numpy as np
+from mmengine.logging import print_log
 
 from sapiens_mm.utils.image_io import (IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
                                        UnreadableImageError, read_image)
 
 __all__ = [
     'InputType', 'InputsType', 'Source', 'Frame', 'check_array',
-    'collect_sources', 'iter_frames', 'count_frames'
+    'collect_sources', 'unique_names', 'iter_frames', 'count_frames'
 ]
 
 InputType = Union[str, Path, np.ndarray, int]
@@ -146,13 +147,39 @@ def collect_sources(inputs: InputsType) -> List[Source]:
                 f'Input not found: {path}. Give an image, video or folder '
                 'path, a BGR array, or a webcam index (0, "webcam", '
                 '"webcam:1").')
-    seen: Dict[str, int] = {}
-    for src in sources:  # unique output names
-        n = seen.get(src.name, 0)
-        seen[src.name] = n + 1
-        if n:
-            src.name = f'{src.name}_{n}'
+    unique_names(sources)
     return sources
+
+
+def unique_names(sources: Sequence[Source]) -> Dict[str, str]:
+    """Give every source its own output name, in place.
+
+    The first source with a name keeps it; a later one gets the smallest
+    ``_1``, ``_2``... suffix that no other source has (so ``x.jpg``,
+    ``x.png`` and ``x_1.png`` become ``x``, ``x_2`` and ``x_1``: no output
+    overwrites another). Each renaming is logged.
+
+    Returns:
+        ``{input: new name}`` of the renamed sources.
+    """
+    taken, later = set(), []
+    for src in sources:
+        if src.name in taken:
+            later.append(src)
+        else:
+            taken.add(src.name)
+    renamed = {}
+    for src in later:
+        n = 1
+        while f'{src.name}_{n}' in taken:
+            n += 1
+        old, src.name = src.name, f'{src.name}_{n}'
+        taken.add(src.name)
+        key = src.path if src.path is not None else old
+        renamed[key] = src.name
+        print_log(f'{key}: another input is also named {old!r}; its outputs '
+                  f'are named {src.name!r}.', logger='current')
+    return renamed
 
 
 def iter_frames(sources: Sequence[Source], max_frames: Optional[int],
@@ -179,8 +206,8 @@ def iter_frames(sources: Sequence[Source], max_frames: Optional[int],
         elif src.kind == 'image':
             try:
                 img = read_image(src.path, backend='cv2')
-            except UnreadableImageError:
-                skip(src, 'not a readable image')
+            except UnreadableImageError as e:
+                skip(src, f'not a readable image ({e.__cause__ or e})')
                 continue
             yield Frame(src, img)
         else:

@@ -1,5 +1,11 @@
 """Writing predictions and visualisations: ``.npy``, ``.json``, ``.png``
-and one ``.mp4`` per video and task."""
+and one ``.mp4`` per video and task.
+
+``.npy``, ``.json`` and ``.png`` files are written atomically
+(:func:`sapiens_mm.engine.fileio.atomic_write`: temporary file, ``fsync``,
+rename): a full disk or a kill leaves no truncated file under a final name,
+and the error names the file."""
+import io
 import json
 import os
 import os.path as osp
@@ -7,6 +13,8 @@ from typing import Dict, Tuple
 
 import cv2
 import numpy as np
+
+from sapiens_mm.engine.fileio import atomic_write
 
 __all__ = ['write_npy', 'write_json', 'write_png', 'VideoWriters']
 
@@ -16,29 +24,37 @@ def _make_parent(path: str) -> None:
 
 
 def write_npy(path: str, arr: np.ndarray) -> None:
-    """Save an array (folders created)."""
-    _make_parent(path)
-    np.save(path, arr)
+    """Save an array atomically (folders created).
+
+    Raises:
+        OSError: The write failed; the message names ``path``.
+    """
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    atomic_write(buf.getvalue(), path)
 
 
 def write_json(path: str, obj) -> None:
-    """Save a JSON-serialisable object (folders created)."""
-    _make_parent(path)
-    with open(path, 'w') as f:
-        json.dump(obj, f)
+    """Save a JSON-serialisable object atomically (folders created).
+
+    Raises:
+        OSError: The write failed; the message names ``path``.
+    """
+    atomic_write(json.dumps(obj), path)
 
 
 def write_png(path: str, img: np.ndarray) -> None:
-    """Save a BGR uint8 image as PNG (folders created; any path encoding).
+    """Save a BGR uint8 image as PNG atomically (folders created; any path
+    encoding).
 
     Raises:
         RuntimeError: OpenCV cannot encode the image.
+        OSError: The write failed; the message names ``path``.
     """
-    _make_parent(path)
     ok, buf = cv2.imencode('.png', img)
     if not ok:
         raise RuntimeError(f'Could not encode {path} as PNG.')
-    buf.tofile(path)
+    atomic_write(buf.tobytes(), path)
 
 
 class VideoWriters:

@@ -1,0 +1,38 @@
+# Sapiens2 seg: the model of the released sapiens2_<size>_seg.safetensors
+# and the official fine-tuning recipe.
+_base_ = [
+    '../../_base_/models/sapiens2_5b.py',
+    '../../_base_/models/seg_sapiens2.py',
+    '../../_base_/datasets/seg_dome29.py',
+    '../../_base_/schedules/sapiens2_iter.py',
+    '../../_base_/sapiens2_seg_runtime.py',
+]
+# Every size variant of this file differs only by the first _base_ line.
+model = dict(
+    backbone=dict(
+        arch={{_base_.sapiens2_arch}},
+        init_cfg={{_base_.sapiens2_pretrained}}),
+    decode_head=dict(in_channels={{_base_.sapiens2_embed_dims}}))
+train_dataloader = dict(batch_size={{_base_.sapiens2_seg_batch_size}})
+train_cfg = dict(max_iters={{_base_.sapiens2_seg_iters}})
+optim_wrapper = dict(
+    optimizer=dict(lr={{_base_.sapiens2_seg_lr}}),
+    paramwise_cfg=dict(
+        layer_decay_rate={{_base_.sapiens2_layer_decay_rate}},
+        num_layers={{_base_.sapiens2_num_layers}}),
+    clip_grad=dict(max_norm={{_base_.sapiens2_clip_grad}}))
+param_scheduler = [
+    dict(
+        type='LinearLR',
+        start_factor=1e-3,
+        by_epoch=False,
+        begin=0,
+        end={{_base_.warmup_iters}}),
+    dict(
+        type='PolyLR',
+        power=1.0,
+        eta_min=0.0,
+        by_epoch=False,
+        begin={{_base_.warmup_iters}},
+        end={{_base_.sapiens2_seg_iters}}),
+]

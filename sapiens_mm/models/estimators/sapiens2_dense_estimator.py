@@ -1,0 +1,98 @@
+"""Dense estimator for the Sapiens2 normal, pointmap and albedo models."""
+from typing import Literal, Optional
+
+import torch
+import torch.nn.functional as F
+from mmengine.structures import PixelData
+from mmseg.models.utils import resize
+from mmseg.registry import MODELS
+from mmseg.structures import SegDataSample
+from torch import Tensor
+
+from .sapiens_dense_estimator import SapiensDenseEstimator
+
+__all__ = ['Sapiens2DenseEstimator', 'gaussian_blur3x3']
+
+
+def gaussian_blur3x3(x: Tensor, sigma: float = 0.8,
+                     passes: int = 1) -> Tensor:
+    """Blur every channel of (N, C, H, W) ``x`` with a normalised 3x3
+    Gaussian kernel, ``passes`` times, reflecting at the border (OpenCV's
+    default ``BORDER_REFLECT_101``)."""
+    t = torch.tensor([-1.0, 0.0, 1.0], dtype=x.dtype, device=x.device)
+    g = torch.exp(-t * t / (2 * sigma * sigma))
+    g = g / g.sum()
+    kernel = (g[:, None] * g[None, :]).expand(x.shape[1], 1, 3, 3)
+    for _ in range(passes):
+        x = F.conv2d(F.pad(x, (1, 1, 1, 1), mode='reflect'), kernel,
+                     groups=x.shape[1])
+    return x
+
+
+@MODELS.register_module()
+class Sapiens2DenseEstimator(SapiensDenseEstimator):
+    """:class:`SapiensDenseEstimator` for the Sapiens2 dense tasks, with the
+    official post-processing.
+
+    Tasks, their heads and outputs (at ``ori_shape``, after cropping the
+    ``ResizePadImage`` padding and undoing pipeline flips):
+
+    * ``'normal'`` (:class:`Sapiens2NormalHead`): ``pred_normal_map``
+      (3, h, w), L2-normalised (clamp 1e-8) *before* the bilinear resize
+      and not renormalised after it, as officially;
+    * ``'pointmap'`` (:class:`Sapiens2PointmapHead`): ``pred_pointmap``
+      (3, h, w), the metric camera-frame XYZ (canonical pointmap divided by
+      the predicted scale), blurred by 4 passes of a 3x3 Gaussian
+      (sigma 0.8) before an upsampling resize; ``pred_depth_map`` (1, h, w)
+      is its Z;
+    * ``'albedo'`` (:class:`Sapiens2AlbedoHead`): ``pred_albedo_map``
+      (3, h, w), clamped to [0, 1] before the resize.
+
+    A horizontal flip (pipeline or ``test_cfg.flip``) negates X of normals
+    and points.
+
+    Args:
+        task: ``'normal'``, ``'pointmap'`` or ``'albedo'``.
+        **kwargs: As for :class:`SapiensDenseEstimator`.
+    """
+    OUT_CHANNELS = dict(normal=3, pointmap=3, albedo=3)
+    TARGET_KEY = dict(normal='gt_normal_map', pointmap='gt_pointmap',
+                      albedo='gt_albedo_map')
+    PRED_KEY = dict(normal='pred_normal_map', pointmap='pred_pointmap',
+                    albedo='pred_albedo_map')
+    INVALID = dict(normal=0.0, pointmap=0.0, albedo=-1.0)
+    FLIP_NEGATES = ('normal', 'pointmap')
+
+    def __init__(self,
+                 task: Literal['normal', 'pointmap', 'albedo'] = 'normal',
+                 **kwargs) -> None:
+        super().__init__(task=task, **kwargs)
+
+    def _postprocess_one(self, pred: Tensor,
+                         meta: Optional[dict]) -> Tensor:
+        """(1, 3, H, W) -> (3, h, w), see the class docstring."""
+        if self.task == 'normal':
+            pred = F.normalize(pred, dim=1, eps=1e-8)
+        elif self.task == 'albedo':
+            pred = pred.clamp(0.0, 1.0)
+        if meta is None:
+            return pred[0]
+        pred = self._crop_padding(pred, meta)
+        if meta.get('flip', False):
+            pred = self.unflip(pred, meta.get('flip_direction',
+                                               'horizontal'))
+        if 'ori_shape' in meta:
+            size = tuple(int(s) for s in meta['ori_shape'][:2])
+            if self.task == 'pointmap' and (size[0] > pred.shape[-2]
+                                            or size[1] > pred.shape[-1]):
+                pred = gaussian_blur3x3(pred, sigma=0.8, passes=4)
+            pred = resize(pred, size=size, mode='bilinear',
+                          align_corners=self.align_corners, warning=False)
+        return pred[0]
+
+    def _set_prediction(self, sample: SegDataSample, pred: Tensor) -> None:
+        """Store the prediction (and, for pointmaps, its depth)."""
+        data = {self.pred_key: PixelData(data=pred)}
+        if self.task == 'pointmap':
+            data['pred_depth_map'] = PixelData(data=pred[2:3])
+        sample.set_data(data)
