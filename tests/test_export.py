@@ -31,6 +31,9 @@ from sapiens_mm.deploy.cli import main as export_main
 from test_inferencer import peaked_heatmaps
 from tiny_configs import ROOT, TINY
 
+# every task is exported once (module fixture): minutes on 2 cores
+pytestmark = pytest.mark.slow
+
 TASKS = tuple(TINY)
 HW = (64, 48)
 BLOCKED = ('sapiens_mm', 'mmengine', 'mmcv', 'mmpose', 'mmseg', 'mmpretrain',

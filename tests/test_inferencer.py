@@ -467,11 +467,33 @@ def test_cli(tmp_path, capsys):
     assert args.inputs == ['0'] and args.pose == 'x.pth'
 
 
+#: Every option of the inference CLI (``--debug`` is read by its ``cli()``
+#: wrapper, for tracebacks; the others must reach the inferencer).
+CLI_OPTIONS = (
+    '--out-dir', '--checkpoints', '--pose', '--pose-config', '--seg',
+    '--seg-config', '--depth', '--depth-config', '--normal',
+    '--normal-config', '--pointmap', '--pointmap-config', '--albedo',
+    '--albedo-config', '--tasks', '--device', '--batch-size', '--dtype',
+    '--compile', '--max-frames', '--detector', '--det-config',
+    '--det-checkpoint', '--det-cat-id', '--bbox-thr', '--nms-thr', '--bboxes',
+    '--no-track', '--no-smooth', '--det-interval', '--min-cutoff', '--beta',
+    '--d-cutoff', '--stabilize-dense', '--stabilize-alpha', '--kpt-thr',
+    '--no-draw-bbox', '--no-save-pred', '--no-save-vis', '--show',
+    '--wait-time', '--no-progress', '--skeleton-style', '--export-format',
+    '--save-mask', '--debug',
+)
+
+
 def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
     """Each option of the inference CLI arrives at SapiensInferencer's
     constructor or stream() with its value (the inference itself is tested
-    above); the pattern of test_export_cli_arguments."""
+    above); the pattern of test_export_cli_arguments. An option added to
+    the CLI without a line here fails the first assertion."""
     import sapiens_mm.apis.inferencers as inferencers
+    parser = build_parser()
+    options = {o for a in parser._actions for o in a.option_strings
+               if o.startswith('--') and o != '--help'}
+    assert options == set(CLI_OPTIONS)
     calls = {}
 
     class Recorder:
@@ -483,7 +505,7 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         def stream(self, inputs, **kwargs):
             calls['stream'] = (inputs, kwargs)
             yield dict(input='x', name='x', frame_index=None, pred_files={},
-                       vis_files={})
+                       vis_files={}, nonfinite={})
 
     monkeypatch.setattr(inferencers, 'SapiensInferencer', Recorder)
     boxes = tmp_path / 'boxes.json'
@@ -493,19 +515,27 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         'a.jpg', '3', '--out-dir', str(out), '--checkpoints',
         'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth',
         '--pose', 'p.pth', '--pose-config', 'p.py', '--depth', 'd.onnx',
-        '--normal-config', 'n.py', '--tasks', 'pose', 'seg', '--device',
+        '--normal-config', 'n.py', '--pointmap', 'pm.pth',
+        '--pointmap-config', 'pm.py', '--albedo-config', 'al.py',
+        '--tasks', 'pose', 'seg', '--device',
         'cuda:1', '--batch-size', '4', '--dtype', 'bf16', '--compile',
         '--max-frames', '7', '--detector', 'haar', '--det-config', 'det.py',
         '--det-checkpoint', 'det.pth', '--det-cat-id', '2', '--bbox-thr',
-        '0.5', '--nms-thr', '0.6', '--bboxes', str(boxes), '--kpt-thr',
-        '0.7', '--no-draw-bbox', '--no-save-pred', '--no-save-vis',
-        '--show', '--wait-time', '9', '--no-progress'
+        '0.5', '--nms-thr', '0.6', '--bboxes', str(boxes), '--no-track',
+        '--no-smooth', '--det-interval', '3', '--min-cutoff', '1.5',
+        '--beta', '0.25', '--d-cutoff', '2.5', '--stabilize-dense',
+        '--stabilize-alpha', '0.75', '--kpt-thr', '0.7', '--no-draw-bbox',
+        '--no-save-pred', '--no-save-vis', '--show', '--wait-time', '9',
+        '--no-progress', '--skeleton-style', 'openpose', '--export-format',
+        'coco17', 'openpose', '--save-mask', '--debug'
     ])
     assert calls['init'] == dict(
         models=dict(
             pose=dict(config='p.py', checkpoint='p.pth'),
             depth=dict(config=None, checkpoint='d.onnx'),
             normal=dict(config='n.py', checkpoint=None),
+            pointmap=dict(config='pm.py', checkpoint='pm.pth'),
+            albedo=dict(config='al.py', checkpoint=None),
             seg=dict(
                 config=None,
                 checkpoint='sapiens_0.3b_goliath_best_goliath_mIoU_7673_'
@@ -513,21 +543,29 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         tasks=['pose', 'seg'], device='cuda:1', batch_size=4, dtype='bf16',
         compile=True, detector='haar', det_config='det.py',
         det_checkpoint='det.pth', det_cat_id=2, bbox_thr=0.5, nms_thr=0.6,
-        kpt_thr=0.7)
+        kpt_thr=0.7, track=False, smooth=False, det_interval=3,
+        tracker_cfg=dict(min_cutoff=1.5, beta=0.25, d_cutoff=2.5),
+        stabilize_dense=True, stabilize_alpha=0.75)
     inputs, kwargs = calls['stream']
     assert inputs == ['a.jpg', 3]  # a digit that is no file: a webcam
     assert kwargs == dict(out_dir=str(out), bboxes=[[1, 2, 30, 40, 0.9]],
                           no_save_pred=True, no_save_vis=True, show=True,
                           wait_time=9, draw_bbox=False, max_frames=7,
-                          show_progress=False)
+                          show_progress=False, skeleton_style='openpose',
+                          export_formats=['coco17', 'openpose'],
+                          save_mask=True)
     # the defaults
     main(['b.png', '--seg-config', 's.py', '--out-dir', str(out)])
     assert calls['init'] == dict(
         models=dict(seg=dict(config='s.py', checkpoint=None)), tasks=None,
         device=None, batch_size=1, dtype='fp32', compile=False,
         detector='hog', det_config=None, det_checkpoint=None, det_cat_id=0,
-        bbox_thr=0.3, nms_thr=0.3, kpt_thr=0.3)
+        bbox_thr=0.3, nms_thr=0.3, kpt_thr=0.3, track=True, smooth=True,
+        det_interval=1, tracker_cfg=dict(min_cutoff=4.0, beta=4.0,
+                                         d_cutoff=1.0),
+        stabilize_dense=False, stabilize_alpha=0.5)
     assert calls['stream'] == (['b.png'], dict(
         out_dir=str(out), bboxes=None, no_save_pred=False,
         no_save_vis=False, show=False, wait_time=1, draw_bbox=True,
-        max_frames=None, show_progress=True))
+        max_frames=None, show_progress=True, skeleton_style='mmpose',
+        export_formats=[], save_mask=False))

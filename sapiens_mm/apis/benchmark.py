@@ -24,7 +24,7 @@ Example:
     >>> from sapiens_mm.apis.benchmark import build_backbone, benchmark_model
     >>> model = build_backbone('sapiens_tiny', (256, 192))
     >>> result = benchmark_model(model, batch_size=1, img_size=(256, 192))
-    >>> print(format_report(result))
+    >>> text = format_report(result)
 """
 import contextlib
 import copy
@@ -1357,8 +1357,22 @@ def _jsonable(result: dict) -> dict:
 
 
 def main(argv: Optional[Sequence[str]] = None,
-         prog: Optional[str] = None) -> dict:
-    """Run the benchmark CLI; returns the results (also printed)."""
+         prog: Optional[str] = None,
+         echo: Optional[Callable[[str], None]] = None) -> dict:
+    """Run the benchmark CLI; returns the results.
+
+    Args:
+        argv: The command line (default: ``sys.argv[1:]``).
+        prog: Program name of the help text.
+        echo: Where the human-readable report lines go;
+            ``tools/analysis/benchmark.py`` passes ``print``. Defaults to
+            the mmengine logger.
+    """
+    if echo is None:
+        from mmengine.logging import print_log
+
+        def echo(text: str) -> None:
+            print_log(text, logger='current')
     import json
     import shutil
     import tempfile
@@ -1377,7 +1391,7 @@ def main(argv: Optional[Sequence[str]] = None,
             heatmap_sizes=sizes, people=args.decode_people,
             devices=sorted({'cpu', device}), warmup=args.warmup,
             repeats=args.repeats)
-        print(format_decode(rows))
+        echo(format_decode(rows))
         if args.json:
             with open(args.json, 'w') as f:
                 json.dump(dict(decode=rows), f, indent=1)
@@ -1411,7 +1425,7 @@ def main(argv: Optional[Sequence[str]] = None,
                                        if args.layers else '')
     results = dict(model=what)
     if not args.e2e_only:
-        print(f'== {what}')
+        echo(f'== {what}')
         result = benchmark_model(
             model, batch_size=args.batch_size,
             img_size=tuple(args.img_size), dtype=args.dtype,
@@ -1421,7 +1435,7 @@ def main(argv: Optional[Sequence[str]] = None,
             peak_tflops=args.peak_tflops, compile_mode=args.compile_mode,
             sdpa=args.sdpa_backend, cuda_graph=args.cuda_graph,
             channels_last=args.channels_last)
-        print(format_report(result), flush=True)
+        echo(format_report(result))
         results['model_only'] = _jsonable(result)
     del model
     if args.end_to_end:
@@ -1462,10 +1476,10 @@ def main(argv: Optional[Sequence[str]] = None,
             if folder != args.end_to_end:
                 shutil.rmtree(folder, ignore_errors=True)
         mode = '' if args.dtype == 'fp32' else ' (autocast)'
-        print(f'== end-to-end: SapiensInferencer({names}), dtype '
-              f'{args.dtype}{mode}, compile {args.compile}, on '
-              f'{args.end_to_end}')
-        print(format_end_to_end(e2e))
+        echo(f'== end-to-end: SapiensInferencer({names}), dtype '
+             f'{args.dtype}{mode}, compile {args.compile}, on '
+             f'{args.end_to_end}')
+        echo(format_end_to_end(e2e))
         results['end_to_end'] = _jsonable(e2e)
     if args.json:
         with open(args.json, 'w') as f:
