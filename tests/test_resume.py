@@ -97,6 +97,7 @@ log_processor = dict(by_epoch=False)
 """
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_auto_matches_uninterrupted_iter_loop(
         tmp_path):
     """The same for IterBasedTrainLoop (what the demo uses): killed after

@@ -176,3 +176,37 @@ def test_dense_mmseg_inferencer(checkpoints, photo, task, tmp_path):
         meta = inferencer.visualizer.dataset_meta
         assert list(meta['classes']) == GOLIATH_28['classes']
         assert [list(c) for c in meta['palette']] == GOLIATH_28['palette']
+
+
+SAPIENS2_TINY = sorted(
+    (Path(__file__).resolve().parents[1] / 'configs' / 'sapiens2').glob(
+        '*/sapiens2_tiny-*.py'))
+
+
+@pytest.mark.parametrize('config', SAPIENS2_TINY, ids=lambda p: p.parent.name)
+def test_sapiens2_tiny_configs_run_with_stock_front_ends(config, photo):
+    """Every Sapiens2 task's tiny config (random weights) through the stock
+    builder, single-image API and inferencer of its library."""
+    assert len(SAPIENS2_TINY) == 5  # pose, seg, normal, pointmap, albedo
+    if config.parent.name == 'pose':
+        from mmpose.apis import MMPoseInferencer, inference_topdown, init_model
+        model = init_model(str(config), None, device='cpu')
+        (sample, ) = inference_topdown(model, photo)
+        k = model.dataset_meta['num_keypoints']
+        assert sample.pred_instances.keypoints.shape == (1, k, 2)
+        result = next(MMPoseInferencer(pose2d=str(config), device='cpu',
+                                       det_model='whole_image')(photo))
+        assert np.asarray(result['predictions'][0][0]['keypoints']).shape == (
+            k, 2)
+        return
+    from mmseg.apis import MMSegInferencer, inference_model, init_model
+    model = init_model(str(config), None, device='cpu')
+    sample = inference_model(model, photo)
+    fields = [k for k in sample.keys() if k.startswith('pred_')]
+    assert fields
+    for key in fields:  # at the image's size
+        assert tuple(sample.get(key).shape) == photo.shape[:2], key
+    again = MMSegInferencer(str(config), device='cpu')(
+        photo, return_datasamples=True)
+    assert sorted(k for k in again.keys() if k.startswith('pred_')) == sorted(
+        fields)
