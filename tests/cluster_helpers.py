@@ -234,18 +234,6 @@ class ToyModel(BaseModel):
         return dict(loss_mse=err * scale.mean(), loss_reg=err.detach() * 0)
 
 
-def load_tool(name: str):
-    """``tools/<name>.py`` as a module (its ``main(argv)`` runs in this
-    process)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        f'sapiens_tools_{name.replace("/", "_")}', ROOT / 'tools' /
-        f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def simulate_full_disk(monkeypatch) -> None:
     """Make every ``os.fdopen`` file (what ``atomic_write`` writes through)
     write part of its data and then fail with ENOSPC, as a full disk

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from scipy.special import softmax
-from test_inferencer import image, small_cfg
+from test_inferencer import _write_video, image, small_cfg
 
 from sapiens_mm.apis import SapiensInferencer
 from sapiens_mm.apis.infer_cli import main
@@ -116,3 +116,29 @@ def test_cli_options(tmp_path):
     assert cv2.imread(str(out / 'mask/a_person0.png'),
                       cv2.IMREAD_UNCHANGED).shape == (40, 30, 4)
     assert cv2.imread(str(out / 'pose/a.png')).shape == (40, 30, 3)
+
+
+def test_video_exports_and_masks(inferencer, tmp_path):
+    """Per-frame export files and masks; OpenPose person_id = track ID."""
+    _write_video(tmp_path / 'clip.mp4', 3)
+    out = tmp_path / 'out'
+    results = inferencer(str(tmp_path / 'clip.mp4'), out_dir=str(out),
+                         bboxes=BOXES, show_progress=False,
+                         export_formats=['openpose'], save_mask=True,
+                         skeleton_style='openpose')
+    assert len(results) == 3
+    assert sorted(p.name for p in (out / 'pose_openpose/clip').iterdir()) \
+        == [f'{i:06d}.json' for i in range(3)]
+    assert (out / 'mask/clip/000002_rgba.png').is_file()
+    assert (out / 'mask/clip/000002_person1.png').is_file()
+    for i, res in enumerate(results):
+        record = json.loads(
+            (out / f'pose/clip/{i:06d}.json').read_text())
+        doc = json.loads((out / f'pose_openpose/clip/{i:06d}.json')
+                         .read_text())
+        ids = [inst['track_id'] for inst in record['instances']]
+        assert [p['person_id'] for p in doc['people']] == [[t] for t in ids]
+        if i == 0:
+            first = ids
+    assert sorted(first) == [0, 1] and ids == first  # two stable tracks
+    assert (out / 'pose/clip.mp4').is_file()

@@ -12,7 +12,7 @@ from mmengine.logging import MMLogger
 from mmengine.runner import Runner
 from PIL import Image
 
-from cluster_helpers import load_tool
+from tool_helpers import load_tool
 
 from sapiens_mm.checkpoint import load_file
 from sapiens_mm.datasets.unlabeled_image_dataset import UnlabeledImageDataset

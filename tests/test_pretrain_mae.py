@@ -10,7 +10,7 @@ from mmengine.config import Config
 from mmpretrain.models.utils import build_2d_sincos_position_embedding, resize_pos_embed
 from mmpretrain.registry import MODELS
 
-from cluster_helpers import load_tool
+from tool_helpers import load_tool
 
 from sapiens_mm.checkpoint import (
     convert_pretrain_to_clean,

@@ -336,6 +336,8 @@ def test_frozen_stages_and_drop_path():
     assert not any(n.startswith('blocks.1.') for n in frozen)
     assert model.blocks[1].drop_path.drop_prob == pytest.approx(0.2)
     assert isinstance(model.blocks[0].drop_path, torch.nn.Identity)
+    assert all(p.requires_grad for p in Sapiens2VisionTransformer(
+        'sapiens2_tiny', frozen_stages=0).train().parameters())
     # Stochastic depth is on in training and off in eval.
     x = torch.randn(8, 3, 32, 32)
     torch.manual_seed(1)

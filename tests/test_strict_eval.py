@@ -5,9 +5,10 @@ import json
 
 import pytest
 import torch
-from cluster_helpers import load_tool, write_seg_data, write_tiny_config
+from cluster_helpers import write_seg_data, write_tiny_config
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
+from tool_helpers import load_tool
 
 from sapiens_mm.utils import run_cli
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_helpers import load_tool
+from tool_helpers import load_tool
 
 from sapiens_mm.apis import build_test_cfg, build_train_cfg
 

@@ -29,8 +29,8 @@ from sapiens_mm.utils.cli import one_line
 
 from .model_zoo import shipped_config
 
-__all__ = ['TINY_CHOICE', 'DEMO_TASKS', 'find_checkpoints', 'WebDemo',
-           'build_demo']
+__all__ = ['TINY_CHOICE', 'DEMO_TASKS', 'find_checkpoints', 'side_by_side',
+           'WebDemo', 'build_demo']
 
 #: Model choice that builds the shipped tiny config with random weights.
 TINY_CHOICE = 'tiny (random weights, no download)'

@@ -28,12 +28,11 @@ heatmap codec, the full config) is stored with the file: in the ONNX
 archive (``extra/sapiens_mm.json``) and in a JSON sidecar
 ``<name>.pt2.json``. :func:`read_metadata` reads either.
 """
-import copy
 import json
 import os
 import os.path as osp
 import zipfile
-from typing import Dict, List, Literal, Optional, Sequence, Tuple, Union
+from typing import Dict, Literal, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -43,6 +42,8 @@ from sapiens_mm.apis.inference import (find_pipeline_step, init_model,
                                        load_config, pose_dataset_meta,
                                        seg_dataset_meta, set_input_size,
                                        skeleton_name, task_of_config)
+
+from sapiens_mm.engine.fileio import atomic_write
 
 from .safe_load import UnsafeModelError, config_to_data
 
@@ -381,9 +382,16 @@ def export_model(config: Union[str, Config],
     meta_json = json.dumps(meta)
     if 'pt2' in formats:
         path = osp.join(out_dir, f'{name}.pt2')
-        torch.export.save(program, path, extra_files={_PT2_EXTRA: meta_json})
-        with open(path + '.json', 'w') as f:
-            json.dump(meta, f, indent=1)
+        # written beside the target, then renamed: never a partial .pt2
+        tmp = osp.join(out_dir, f'.{name}.pt2.tmp{os.getpid()}')
+        try:
+            torch.export.save(program, tmp,
+                              extra_files={_PT2_EXTRA: meta_json})
+            os.replace(tmp, path)
+        finally:
+            if osp.exists(tmp):
+                os.remove(tmp)
+        atomic_write(json.dumps(meta, indent=1), path + '.json')
         written['pt2'] = path
         written['pt2_json'] = path + '.json'
     if 'onnx' in formats:
