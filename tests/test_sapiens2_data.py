@@ -148,6 +148,7 @@ def test_pointmap_target_follows_resize_and_flip():
                        atol=1e-5)
 
 
+@pytest.mark.slow
 def test_pointmap_pipeline_on_files(tmp_path):
     """The tiny pointmap config's pipelines read a folder dataset."""
     init_default_scope('mmseg')

@@ -39,6 +39,7 @@ def eager_output(task, model, cfg, images):
     return out.numpy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('task', sorted(LEAF))
 def test_exported_matches_eager(tmp_path, task):
     torch.manual_seed(0)
