@@ -165,18 +165,20 @@ def test_head_decodes_batched_like_upstream():
         np.testing.assert_array_equal(g.keypoint_scores, r.keypoint_scores)
 
 
-def test_benchmark_decode_cli(capsys):
+def test_benchmark_decode_cli():
     """``benchmark.py --decode`` times both decoders on the same heatmaps
     and reports how far apart their keypoints are."""
     from sapiens_mm.apis.benchmark import main
+    lines = []  # the report (tools/analysis/benchmark.py prints it)
     out = main(['--decode', '--decode-sizes', '16x12', '--decode-people',
-                '2', '--repeats', '1', '--warmup', '0', '--device', 'cpu'])
+                '2', '--repeats', '1', '--warmup', '0', '--device', 'cpu'],
+               echo=lines.append)
     rows = out['decode']
     assert [r['num_keypoints'] for r in rows] == [17, 133, 308]
     for r in rows:
         assert set(r['ms_per_person']) == {'mmpose', 'numpy', 'torch-cpu'}
         assert all(v > 0 for v in r['ms_per_person'].values())
         assert max(r['max_abs_diff_px'].values()) < TOL_PX
-    assert 'speed-up' in capsys.readouterr().out
+    assert 'speed-up' in '\n'.join(lines)
     with pytest.raises(SystemExit, match='HxW'):
         main(['--decode', '--decode-sizes', '16by12'])

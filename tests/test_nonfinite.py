@@ -237,6 +237,7 @@ dist.destroy_process_group()
 '''
 
 
+@pytest.mark.slow
 def test_all_ranks_skip_or_stop_together(tmp_path):
     """Only rank 1 sees the NaN; both ranks skip (no gradient all-reduce
     hang, identical weights) or both stop with the message."""

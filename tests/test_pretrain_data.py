@@ -85,6 +85,7 @@ def test_list_and_read_images(image_tree):
         list_images(str(image_tree / 'nope'))
 
 
+@pytest.mark.slow
 def test_dataset_skips_and_counts_unreadable_images(image_tree):
     ds = UnlabeledImageDataset(
         data_root=str(image_tree), pipeline=[dict(type='mmpretrain.PackInputs')],
@@ -189,6 +190,7 @@ def write_images(folder, n, size=(96, 128)):
         Image.fromarray(image(i, size)).save(folder / f'img_{i}.png')
 
 
+@pytest.mark.slow
 def test_tiny_config_runner_run_with_hook_and_official_resume(tmp_path):
     data = tmp_path / 'imgs'
     write_images(data, 7)

@@ -53,6 +53,7 @@ def _kill_and_resume(tmp_path, cfg, kill_at, kept, absent):
     return ref_dir, work_dir, resumed, (tmp_path / 'resumed.log').read_text()
 
 
+@pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_auto_matches_uninterrupted(tmp_path):
     data = write_seg_data(tmp_path / 'data', n=8)
     # Random flips / photometric distortion and head dropout: the resumed run
@@ -96,6 +97,7 @@ log_processor = dict(by_epoch=False)
 """
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_auto_matches_uninterrupted_iter_loop(
         tmp_path):
     """The same for IterBasedTrainLoop (what the demo uses): killed after

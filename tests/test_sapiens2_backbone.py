@@ -31,6 +31,7 @@ def official_layout(size):
     return out + [(k, tuple(s)) for k, s in d['tail']]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('size', sorted(KEYS))
 def test_official_key_layout_every_size(size):
     with torch.device('meta'):
@@ -202,6 +203,7 @@ def _two_block_model(rope_dtype, device=None):
             layer_cfgs={'layer_scale_init_value': 1.0}).eval()
 
 
+@pytest.mark.slow
 def test_bf16_vs_fp32_rope_differ_by_about_1e3_after_two_blocks():
     bf16 = _two_block_model('bf16')
     fp32 = _two_block_model('fp32', 'meta').to_empty(device='cpu')

@@ -78,12 +78,13 @@ def test_layers_keep_the_kv_heads_of_the_full_model():
     assert [b.attn.num_kv_heads for b in model.blocks] == [16] * 8 + [8] * 2
 
 
-def test_cli(tmp_path, capsys):
+def test_cli(tmp_path):
     out = tmp_path / 'r.json'
+    lines = []  # the report (tools/analysis/benchmark.py prints it)
     main(['--arch', 'sapiens2_tiny', '--img-size', '64', '48',
           '--compare-stock', '--warmup', '0', '--repeats', '1', '--json',
-          str(out)])
-    text = capsys.readouterr().out
+          str(out)], echo=lines.append)
+    text = '\n'.join(lines)
     assert 'plain reference' in text and '(2 kv heads)' not in text
     result = json.loads(out.read_text())['model_only']
     assert result['stock_label'] == 'plain reference'

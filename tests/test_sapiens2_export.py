@@ -39,6 +39,7 @@ def eager_output(task, model, cfg, images):
     return out.numpy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('task', sorted(LEAF))
 def test_exported_matches_eager(tmp_path, task):
     torch.manual_seed(0)
@@ -75,3 +76,29 @@ def test_pointmap_refuses_another_input_size():
     cfg = Config.fromfile(str(leaf('pointmap', 'tiny')))
     with pytest.raises(ValueError, match='only runs at 256x192'):
         set_input_size(cfg, (64, 48))
+
+
+def test_inferencer_runs_an_exported_sapiens2_model_like_eager(tmp_path):
+    """The exported normal model through SapiensInferencer: padding crop,
+    normalisation and resize as the eager estimator does them."""
+    from sapiens_mm.apis import SapiensInferencer
+    torch.manual_seed(0)
+    cfg = set_input_size(Config.fromfile(str(leaf('normal', 'tiny'))),
+                         (64, 48))
+    model = init_model(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    ckpt = tmp_path / 'normal.pth'
+    torch.save(dict(state_dict=model.state_dict()), ckpt)
+    files = export_model(cfg, str(ckpt), str(tmp_path), formats='onnx',
+                         name='normal')
+    # a 50x70 image: ResizePadImage pads it to 64x48 (aspect kept)
+    img = np.random.default_rng(1).integers(0, 256, (50, 70, 3), np.uint8)
+    eager = SapiensInferencer({'normal': (cfg, str(ckpt))}, device='cpu')
+    onnx = SapiensInferencer({'normal': files['onnx']}, device='cpu')
+    [ref] = list(eager([img]))
+    [out] = list(onnx([img]))
+    ref, out = ref['predictions']['normal'], out['predictions']['normal']
+    assert ref.shape == out.shape == (50, 70, 3)
+    assert np.abs(out - ref).max() < 1e-4  # fp32 rounding of the graph

@@ -86,6 +86,7 @@ def test_sapiens2_pose_runs(checkpoints):
     assert result['predictions']['pose']['keypoints'].shape == (1, 308, 2)
 
 
+@pytest.mark.slow
 def test_infer_cli_with_sapiens2_and_v1_checkpoints(checkpoints, tmp_path):
     img = tmp_path / 'person.png'
     cv2.imwrite(str(img), person_image())

@@ -7,6 +7,7 @@ from mmengine.optim import build_optim_wrapper
 from sapiens2_helpers import LEAF, build_tiny, dense_samples, pose_samples
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('task', sorted(LEAF))
 def test_few_iterations_lower_the_loss(task):
     torch.manual_seed(0)

@@ -88,6 +88,7 @@ def test_wrong_task_checkpoint_is_refused(setup, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_non_strict_evaluates_with_a_warning(setup, caplog):
     tmp, cfg_path, state, tool = setup
     bad, _ = _variants(state)['missing']
@@ -103,6 +104,7 @@ def test_non_strict_evaluates_with_a_warning(setup, caplog):
     assert out.is_file()
 
 
+@pytest.mark.slow
 def test_nan_weights_refused_even_non_strict(setup, capsys):
     tmp, cfg_path, state, tool = setup
     bad = {k: v.clone() for k, v in state.items()}
@@ -163,6 +165,7 @@ def test_unwritable_work_dir_one_line(setup, capsys):
     assert f'Cannot write to the work dir (--work-dir) {blocker / "w"}' in msg
 
 
+@pytest.mark.slow
 def test_debug_shows_the_traceback(setup):
     tmp, cfg_path, state, tool = setup
     ckpt = tmp / 'empty_dbg.pth'
@@ -172,6 +175,7 @@ def test_debug_shows_the_traceback(setup):
                             str(tmp / 'dbg'), '--debug'], 'tools/test.py')
 
 
+@pytest.mark.slow
 def test_tools_test_py_process_ends_with_one_line(setup):
     """The real process: exit 1, the last stderr line is the error, no
     Python traceback."""

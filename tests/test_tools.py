@@ -66,6 +66,7 @@ def test_test_options(cfg_path):
     ('test.py', ['--work-dir', '--cfg-options', '--launcher', '--out',
                  '--dump', '--non-strict', '--debug']),
 ])
+@pytest.mark.slow
 def test_help_lists_options(tool, flags):
     out = subprocess.run([sys.executable, str(ROOT / 'tools' / tool), '-h'],
                          capture_output=True, text=True, check=True).stdout
@@ -73,6 +74,7 @@ def test_help_lists_options(tool, flags):
         assert flag in out
 
 
+@pytest.mark.slow
 def test_test_py_writes_metrics_json_and_predictions(tmp_path, monkeypatch):
     import json
 

@@ -138,6 +138,7 @@ def test_zip_named_pt2_metadata_code_is_never_run(tmp_path, capsys):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_python_m_sapiens_mm_refuses_evil_onnx(tmp_path):
     """The reported command line, end to end: one line, exit 1, no code."""
     marker = tmp_path / 'pwned_cli'
@@ -153,6 +154,7 @@ def test_python_m_sapiens_mm_refuses_evil_onnx(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_pt2_pickled_weight_refused_before_torch(tmp_path):
     marker = tmp_path / 'pwned_weight'
     evil = _pickled_weight_pt2(tmp_path / 'evil.pt2', marker)

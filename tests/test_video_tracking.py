@@ -153,6 +153,10 @@ def test_images_are_not_tracked_or_smoothed(pose_cfg):
                                    detector='none')
     (res, ) = inferencer(image(64, 48, 1))
     assert 'track_ids' not in res['predictions']['pose']
+    # the pose head decodes with the batched decoder
+    from sapiens_mm.codecs import BatchUDPHeatmap
+    head = inferencer.task_inferencers['pose'].model.head
+    assert isinstance(head.decoder, BatchUDPHeatmap)
     with pytest.raises(ValueError, match='det_interval'):
         SapiensInferencer({'pose': str(pose_cfg)}, device='cpu',
                           det_interval=0)

@@ -107,6 +107,7 @@ def _click_task(driver, name):
     raise AssertionError(f'no {name!r} task checkbox')
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_astronaut(server, browser, tmp_path):
     from selenium.webdriver.common.by import By

@@ -83,7 +83,8 @@ def main(argv=None):
         settings.iters = {t: 5 for t in DEMO_TASKS}
         settings.batch_sizes = {t: 4 for t in DEMO_TASKS}
         settings.num_infer = 2
-    run_demo(settings, str(ROOT / 'configs'))
+    run_demo(settings, str(ROOT / 'configs'),
+             echo=lambda text: print(text, flush=True))
 
 
 if __name__ == '__main__':

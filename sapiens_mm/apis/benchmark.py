@@ -24,7 +24,7 @@ Example:
     >>> from sapiens_mm.apis.benchmark import build_backbone, benchmark_model
     >>> model = build_backbone('sapiens_tiny', (256, 192))
     >>> result = benchmark_model(model, batch_size=1, img_size=(256, 192))
-    >>> print(format_report(result))
+    >>> text = format_report(result)
 """
 import contextlib
 import copy
@@ -1335,10 +1335,10 @@ def _read_boxes(path: str):
 
 
 def _default_e2e_config(arch: str) -> str:
-    from pathlib import Path
+    from sapiens_mm.apis.model_zoo import config_root
     name = str(arch).lower()
     name = name if name.startswith('sapiens_') else 'sapiens_' + name
-    root = Path(__file__).resolve().parents[2] / 'configs' / 'seg' / 'goliath'
+    root = config_root() / 'seg' / 'goliath'
     found = sorted(root.glob(f'{name}-*_goliath-*.py'))
     if not found:
         raise ValueError(
@@ -1366,8 +1366,22 @@ def _jsonable(result: dict) -> dict:
 
 
 def main(argv: Optional[Sequence[str]] = None,
-         prog: Optional[str] = None) -> dict:
-    """Run the benchmark CLI; returns the results (also printed)."""
+         prog: Optional[str] = None,
+         echo: Optional[Callable[[str], None]] = None) -> dict:
+    """Run the benchmark CLI; returns the results.
+
+    Args:
+        argv: The command line (default: ``sys.argv[1:]``).
+        prog: Program name of the help text.
+        echo: Where the human-readable report lines go;
+            ``tools/analysis/benchmark.py`` passes ``print``. Defaults to
+            the mmengine logger.
+    """
+    if echo is None:
+        from mmengine.logging import print_log
+
+        def echo(text: str) -> None:
+            print_log(text, logger='current')
     import json
     import shutil
     import tempfile
@@ -1386,7 +1400,7 @@ def main(argv: Optional[Sequence[str]] = None,
             heatmap_sizes=sizes, people=args.decode_people,
             devices=sorted({'cpu', device}), warmup=args.warmup,
             repeats=args.repeats)
-        print(format_decode(rows))
+        echo(format_decode(rows))
         if args.json:
             with open(args.json, 'w') as f:
                 json.dump(dict(decode=rows), f, indent=1)
@@ -1420,7 +1434,7 @@ def main(argv: Optional[Sequence[str]] = None,
                                        if args.layers else '')
     results = dict(model=what)
     if not args.e2e_only:
-        print(f'== {what}')
+        echo(f'== {what}')
         result = benchmark_model(
             model, batch_size=args.batch_size,
             img_size=tuple(args.img_size), dtype=args.dtype,
@@ -1430,7 +1444,7 @@ def main(argv: Optional[Sequence[str]] = None,
             peak_tflops=args.peak_tflops, compile_mode=args.compile_mode,
             sdpa=args.sdpa_backend, cuda_graph=args.cuda_graph,
             channels_last=args.channels_last)
-        print(format_report(result), flush=True)
+        echo(format_report(result))
         results['model_only'] = _jsonable(result)
     del model
     if args.end_to_end:
@@ -1471,10 +1485,10 @@ def main(argv: Optional[Sequence[str]] = None,
             if folder != args.end_to_end:
                 shutil.rmtree(folder, ignore_errors=True)
         mode = '' if args.dtype == 'fp32' else ' (autocast)'
-        print(f'== end-to-end: SapiensInferencer({names}), dtype '
-              f'{args.dtype}{mode}, compile {args.compile}, on '
-              f'{args.end_to_end}')
-        print(format_end_to_end(e2e))
+        echo(f'== end-to-end: SapiensInferencer({names}), dtype '
+             f'{args.dtype}{mode}, compile {args.compile}, on '
+             f'{args.end_to_end}')
+        echo(format_end_to_end(e2e))
         results['end_to_end'] = _jsonable(e2e)
     if args.json:
         with open(args.json, 'w') as f:

@@ -36,21 +36,25 @@ class DenseInferencer(BaseTaskInferencer):
                 return tuple(step.scale)
         return None
 
-    def _init_exported(self, cfg) -> None:
-        if str(cfg.model.get('type', '')).endswith('Sapiens2DenseEstimator'):
-            raise ValueError(
-                f'{self.checkpoint}: the inferencer runs exported Sapiens2 '
-                f'{self.task} models not yet (their ResizePadImage crop is '
-                'not reproduced after the graph); run the eager model '
-                '(its .safetensors checkpoint) or the exported file '
-                'directly (sapiens_mm.deploy.ExportedModel).')
-        super()._init_exported(cfg)
-
     def decode_exported(self, output, data_samples: list) -> list:
+        align_corners = bool(self.model.meta.get('resize_align_corners'))
+        if str(self.cfg.model.get('type', '')).endswith(
+                'Sapiens2DenseEstimator'):
+            # Sapiens2 normal / pointmap / albedo: the estimator's steps
+            from sapiens_mm.models.estimators import (SapiensDenseEstimator,
+                                                      finish_prediction,
+                                                      prediction_fields)
+            out = torch.from_numpy(np.asarray(output, np.float32))
+            for i, sample in enumerate(data_samples):
+                meta = sample.metainfo
+                pred = SapiensDenseEstimator.crop_padding(out[i:i + 1], meta)
+                sample.set_data(prediction_fields(self.task, finish_prediction(
+                    self.task, pred, meta['ori_shape'], align_corners)))
+            return list(data_samples)
         from sapiens_mm.deploy import postprocess_dense
         return postprocess_dense(
             self.task, output, self.model.input_size, data_samples,
-            bool(self.model.meta.get('resize_align_corners')))
+            align_corners)
 
     # ------------------------------------------------------------- steps
     def preprocess_images(self, images: Sequence[np.ndarray]) -> List[dict]:
