@@ -3,15 +3,38 @@
 Use ``tools/setup_env.sh`` (or ``make test`` / ``make demo``) for a full set-up:
 mmcv 2.1.0 and mmpose need special install steps that ``pip install .`` alone
 cannot express (see requirements.txt).
+
+The configs ship inside the package (OpenMMLab's ``.mim`` convention): a
+wheel or a regular install gets a copy of ``configs/`` as
+``sapiens_mm/.mim/configs``, made in the build folder (never in the source
+tree). An editable install (``pip install -e .``) reads ``configs/`` of the
+checkout directly. See :func:`sapiens_mm.apis.model_zoo.config_root`.
 """
 import re
+import shutil
 from pathlib import Path
 
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).parent
 VERSION = re.search(r"__version__ = '([^']+)'",
                     (HERE / 'sapiens_mm' / 'version.py').read_text()).group(1)
+
+
+class BuildPyWithConfigs(build_py):
+    """``build_py`` that also copies ``configs/`` (``*.py``) into the built
+    package as ``sapiens_mm/.mim/configs``."""
+
+    def run(self):
+        super().run()
+        if getattr(self, 'editable_mode', False):
+            return  # the checkout's configs/ are used in place
+        target = Path(self.build_lib) / 'sapiens_mm' / '.mim' / 'configs'
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(HERE / 'configs', target,
+                        ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
 
 setup(
     name='sapiens_mm',
@@ -29,4 +52,5 @@ setup(
         'safetensors>=0.4',
     ],
     zip_safe=False,
+    cmdclass={'build_py': BuildPyWithConfigs},
 )

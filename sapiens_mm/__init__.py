@@ -19,4 +19,13 @@ from . import models  # noqa: E402,F401
 
 checkpoint.register_mmengine_loader()
 
-__all__ = ['__version__']
+
+def get_config(name: str):
+    """A shipped config by name, e.g.
+    ``sapiens_mm.get_config('sapiens_0.3b-210e_goliath-1024x768')`` (see
+    :func:`sapiens_mm.apis.model_zoo.get_config`)."""
+    from .apis import model_zoo
+    return model_zoo.get_config(name)
+
+
+__all__ = ['__version__', 'get_config']

@@ -232,3 +232,33 @@ class ToyModel(BaseModel):
     def forward(self, x, y, scale, mode='loss'):
         err = (self.fc(x) - y).pow(2).mean()
         return dict(loss_mse=err * scale.mean(), loss_reg=err.detach() * 0)
+
+
+def simulate_full_disk(monkeypatch) -> None:
+    """Make every ``os.fdopen`` file (what ``atomic_write`` writes through)
+    write part of its data and then fail with ENOSPC, as a full disk
+    does."""
+    import errno
+    real_fdopen = os.fdopen
+
+    class FullDisk:
+
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+            return False
+
+        def write(self, data):
+            self.f.write(data[:len(data) // 3])
+            raise OSError(errno.ENOSPC, 'No space left on device')
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(os, 'fdopen',
+                        lambda *a, **k: FullDisk(real_fdopen(*a, **k)))

@@ -270,14 +270,17 @@ def test_end_to_end_pose_and_seg_on_a_video(tmp_path):
         result['e2e_images_per_s'] / result['model_images_per_s'])
 
 
-def test_cli_prints_and_writes_json(tmp_path, capsys):
+def test_cli_reports_and_writes_json(tmp_path):
+    """The report lines go to ``echo`` (tools/analysis/benchmark.py passes
+    print; the library itself prints nothing)."""
     path = tmp_path / 'r.json'
+    lines = []
     main([
         '--config', str(TINY['seg']), '--img-size', '64', '48', '--warmup',
         '0', '--repeats', '1', '--compare-stock', '--json', str(path),
         '--device', 'cpu'
-    ])
-    out = capsys.readouterr().out
+    ], echo=lines.append)
+    out = '\n'.join(lines)
     for text in ('images/s', 'latency (per batch) median', 'peak memory',
                  'GFLOP/s', 'limit', 'achieved/limit', 'stock mmpretrain',
                  'speed ratio', 'max abs output difference 0'):
@@ -303,7 +306,7 @@ def test_help_lists_the_options():
         assert flag in text, flag
 
 
-def test_e2e_cli_pose_and_seg_with_boxes_and_cfg_options(tmp_path, capsys,
+def test_e2e_cli_pose_and_seg_with_boxes_and_cfg_options(tmp_path,
                                                         monkeypatch):
     """--e2e-config takes several configs, --e2e-cfg-options reaches the
     configs that have the key (flip test of pose only), --e2e-boxes the
@@ -331,18 +334,19 @@ def test_e2e_cli_pose_and_seg_with_boxes_and_cfg_options(tmp_path, capsys,
 
     monkeypatch.setattr(real, '__init__', init)
     path = tmp_path / 'r.json'
+    lines = []
     main(['--arch', 'sapiens_tiny', '--e2e-only', '--end-to-end',
           info['path'], '--e2e-config', str(TINY['pose']), str(TINY['seg']),
           '--e2e-cfg-options', 'model.test_cfg.flip_test=False',
           '--e2e-boxes', str(boxes), '--repeats', '1', '--device', 'cpu',
-          '--e2e-det-interval', '3', '--json', str(path)])
+          '--e2e-det-interval', '3', '--json', str(path)], echo=lines.append)
     assert kwargs_seen[0]['det_interval'] == 3
     pose_cfg, seg_cfg = built[0]
     assert pose_cfg.model.test_cfg.flip_test is False
     assert 'flip_test' not in seg_cfg.model.test_cfg
     e2e = json.loads(path.read_text())['end_to_end']
     assert e2e['images'] == 2 and e2e['crops_per_image'] == 2
-    assert 'people per image    2.00' in capsys.readouterr().out
+    assert 'people per image    2.00' in '\n'.join(lines)
     with pytest.raises(SystemExit, match='no --e2e-config has model.nope'):
         main(['--arch', 'sapiens_tiny', '--e2e-only', '--end-to-end',
               info['path'], '--e2e-config', str(TINY['seg']),

@@ -79,6 +79,7 @@ def decided(photo_dir, tmp_path_factory):
     return out, det, report
 
 
+@pytest.mark.slow
 def test_builtin_detector_finds_the_astronaut_only():
     det = OpenCVFaceDetector()
     found = detect(det, bgr(data.astronaut()))

@@ -129,6 +129,7 @@ def test_depth_trains_with_the_chosen_loss(data, tmp_path):
     assert type(head.loss_decode).__name__ == 'DepthScaleShiftLoss'
 
 
+@pytest.mark.slow
 def test_each_task_gets_its_own_input_size(data, tmp_path):
     """Pose crops and the dense tasks' whole images are sized separately;
     the rendered images keep their own size."""
@@ -172,6 +173,7 @@ def test_table_marks_the_direction_of_each_metric():
                         'NO | 5 s |')
 
 
+@pytest.mark.slow
 def test_demo_smoke_run(tmp_path):
     """``tools/demo.py --smoke``: every step of the main job on a few images
     and iterations (CI's variant of ``make demo``)."""

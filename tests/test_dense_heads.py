@@ -87,6 +87,7 @@ def test_head_loss_needs_target():
         losses['loss_silog'])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('task', ['depth', 'normal'])
 def test_official_checkpoint_layout_loads_strictly(task, tmp_path):
     """A state dict named and shaped like sapiens_*_render_people_*.pth

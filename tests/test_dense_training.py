@@ -73,6 +73,7 @@ def test_few_iterations_lower_the_loss(task, synthetic):
         assert values[-1] < 0.95 * values[0], (k, values)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('task', ['depth', 'normal'])
 def test_tiny_config_trains_and_validates_with_runner(task, synthetic,
                                                       tmp_path):

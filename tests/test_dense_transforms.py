@@ -63,8 +63,26 @@ def test_load_dense_annotations_rejects_bad_shapes(tmp_path):
     with pytest.raises(ValueError, match=r'must be \(H, W, 3\)'):
         TRANSFORMS.build(dict(type='LoadDenseAnnotations'))(
             dict(normal_path=paths['normal_path']))
+    # a dataset sample whose annotation entries are all empty
     with pytest.raises(KeyError, match='mask_path, depth_path'):
-        TRANSFORMS.build(dict(type='LoadDenseAnnotations'))(dict())
+        TRANSFORMS.build(dict(type='LoadDenseAnnotations'))(
+            dict(mask_path=None, depth_path='', normal_path=None))
+
+
+def test_bare_images_pass_the_test_pipeline_unchanged():
+    """mmseg's inference_model / MMSegInferencer hand the shipped test
+    pipeline a bare image (no annotation key): loading and targets pass
+    it through; a dataset sample still needs its target."""
+    img = np.zeros((40, 30, 3), np.uint8)
+    for step in ('LoadDenseAnnotations', 'GenerateDepthTarget',
+                 'GenerateNormalTarget', 'GeneratePointmapTarget',
+                 'GenerateAlbedoTarget'):
+        results = dict(img=img, ori_shape=(40, 30))
+        out = TRANSFORMS.build(dict(type=step))(results)
+        assert set(out) == {'img', 'ori_shape'}
+    with pytest.raises(KeyError, match='needs gt_depth_map'):
+        TRANSFORMS.build(dict(type='GenerateDepthTarget'))(
+            dict(img=img, depth_path='d.npy'))
 
 
 def test_generate_depth_target_normalises_foreground():

@@ -32,6 +32,7 @@ def _compared_weights(state):
             if not re.fullmatch(r'decode_head\.conv_layers\.\d+\.bias', k)}
 
 
+@pytest.mark.slow
 def test_ddp_two_processes_match_one_process(tmp_path):
     data = write_seg_data(tmp_path / 'data', n=8)
     # No random augmentation or dropout: those draw per process by design.
@@ -93,6 +94,7 @@ def test_cpu_distributed_config(tmp_path):
     'sapiens_1b-210e_goliath-1024x768-pose_fsdp_bf16.py',
     'sapiens_2b-210e_goliath-1024x768-pose_fsdp_bf16.py',
 ])
+@pytest.mark.slow
 def test_fsdp_configs_build_a_flexible_runner(tmp_path, name):
     """tools/train.py builds mmengine's FlexibleRunner (RUNNERS.build) for
     the shipped FSDP configs."""
@@ -124,6 +126,7 @@ optim_wrapper = dict(
 '''
 
 
+@pytest.mark.slow
 def test_fsdp_trains_on_cpu_and_matches_one_process(tmp_path):
     """The shipped FSDP strategy (configs/_base_/fsdp_bf16.py: one unit per
     encoder layer, full-state-dict checkpoints) with FSDPOptimWrapper

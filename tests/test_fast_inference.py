@@ -57,6 +57,7 @@ def test_bf16_backbone_matches_fp32(arch):
         _check_bf16(ref * 1.05, ref)
 
 
+@pytest.mark.slow
 def test_compiled_inferencer_matches_eager(tmp_path):
     """``compile=True`` compiles the backbone in place (state-dict keys
     unchanged) and gives the eager outputs (takes ~40 s: compilation)."""

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import torch
 
+from cluster_helpers import simulate_full_disk
+
 from sapiens_mm.apis import SapiensInferencer
 from sapiens_mm.apis.infer_cli import cli
 from sapiens_mm.apis.inferencers.utils import boxes_per_input, check_boxes
@@ -79,29 +81,7 @@ def test_same_stem_inputs_get_distinct_outputs(seg, seg_files, tmp_path):
 def test_full_disk_leaves_no_truncated_output(seg, tmp_path, monkeypatch):
     img = tmp_path / 'a.png'
     cv2.imwrite(str(img), image(40, 30, 4))
-    real_fdopen = os.fdopen
-
-    class FullDisk:
-
-        def __init__(self, f):
-            self.f = f
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.f.close()
-            return False
-
-        def write(self, data):
-            self.f.write(data[:len(data) // 3])
-            raise OSError(errno.ENOSPC, 'No space left on device')
-
-        def __getattr__(self, name):
-            return getattr(self.f, name)
-
-    monkeypatch.setattr(os, 'fdopen',
-                        lambda *a, **k: FullDisk(real_fdopen(*a, **k)))
+    simulate_full_disk(monkeypatch)
     out = tmp_path / 'out'
     with pytest.raises(OSError) as err:
         seg(str(img), out_dir=str(out), show_progress=False)

@@ -104,6 +104,7 @@ def test_benchmark_options_keep_outputs_equal_to_stock():
     assert fallback['options']['sdpa'] == 'auto'
 
 
+@pytest.mark.slow
 def test_compile_mode_is_applied_and_matches_eager(monkeypatch):
     modes = []
     real = torch.nn.Module.compile

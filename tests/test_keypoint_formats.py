@@ -5,12 +5,11 @@ The expected tables are written here by keypoint name from the public
 definitions (COCO person keypoints, COCO-WholeBody, OpenPose output doc),
 not taken from the package's data file.
 """
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from tool_helpers import load_tool
 
 from sapiens_mm.datasets import coco_wholebody_to_goliath
 from sapiens_mm.datasets.keypoint_formats import (
@@ -23,16 +22,6 @@ from sapiens_mm.datasets.keypoint_formats import (
 from sapiens_mm.datasets.metainfo import load_goliath_keypoints
 from sapiens_mm.visualization.openpose import draw_openpose
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _tool():
-    """tools/convert_keypoints.py, imported (its main() runs in this process)."""
-    spec = importlib.util.spec_from_file_location(
-        'convert_keypoints_tool', ROOT / 'tools/convert_keypoints.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 GOLIATH = [k['name'] for k in load_goliath_keypoints()['keypoints']]
 
 # COCO person keypoints, in the order of the COCO 'keypoints' field.
@@ -252,6 +241,14 @@ def test_openpose_json_and_records():
 
     rec = _record(kpts, scores, GOLIATH)
     assert convert_pose_record(rec, 'openpose') == doc
+    assert [p['person_id'] for p in doc['people']] == [[-1], [-1]]
+    for inst, tid in zip(rec['instances'], (7, 3)):  # video: track IDs
+        inst['track_id'] = tid
+    tracked = convert_pose_record(rec, 'openpose')
+    assert [p['person_id'] for p in tracked['people']] == [[7], [3]]
+    assert convert_pose_record(rec, 'coco17')['instances'][1]['track_id'] == 3
+    for inst in rec['instances']:
+        del inst['track_id']
     coco = convert_pose_record(rec, 'coco17')
     assert coco['skeleton'] == 'coco17' and coco['num_keypoints'] == 17
     assert coco['keypoint_names'] == COCO17
@@ -330,7 +327,7 @@ def test_convert_tool(tmp_path, capsys):
     out = tmp_path / 'op'
     argv = [str(tmp_path / 'pose'), '--format', 'openpose', '--out-dir',
             str(out), '--draw']
-    tool = _tool()
+    tool = load_tool('convert_keypoints')
     assert tool.main(argv) == 0
     assert 'wrote 4 file(s)' in capsys.readouterr().out
     assert json.loads((out / 'clip/000001.json').read_text()) == to_openpose(
@@ -338,7 +335,10 @@ def test_convert_tool(tmp_path, capsys):
     assert (out / 'a_openpose.png').is_file()
     (tmp_path / 'bad.json').write_text(json.dumps(dict(rec, instances=[
         dict(keypoints=[1, 2, 3])])))
-    assert tool.main([str(tmp_path / 'bad.json')] + argv[1:]) == 2
-    err = capsys.readouterr().err
-    assert err.count('\n') == 1 and err.startswith('error: ')
-    assert 'bad.json: An instance has 3 keypoint values, expected 924' in err
+    with pytest.raises(SystemExit) as exit_:
+        tool.run_cli(tool.main, [str(tmp_path / 'bad.json')] + argv[1:],
+                     'tools/convert_keypoints.py')
+    msg = str(exit_.value.code)  # a message: Python prints it, exit code 1
+    assert msg.startswith('tools/convert_keypoints.py: error: ') and \
+        '\n' not in msg
+    assert 'bad.json: An instance has 3 keypoint values, expected 924' in msg

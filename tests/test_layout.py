@@ -22,6 +22,7 @@ def _fresh(code: str) -> subprocess.CompletedProcess:
     ('sapiens_mm.deploy.export', 'sapiens_mm.apis.inferencers'),
     ('sapiens_mm.apis.inferencers', 'sapiens_mm.deploy.runtime'),
 ])
+@pytest.mark.slow
 def test_apis_and_deploy_import_in_either_order(first, second):
     """Each order in a fresh interpreter, and ``apis`` alone does not pull
     in ``deploy`` (the inferencers load exported models lazily)."""

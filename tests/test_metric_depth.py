@@ -1,6 +1,5 @@
 """Metric depth (scale + shift fit), back-projection, normals and .ply output
 on generated scenes whose camera (``cam_K``) and depth are known (issue 19)."""
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -8,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from tool_helpers import load_tool
 
 from sapiens_mm.datasets.synthetic import load_sample, write_dataset
 from sapiens_mm.utils.metric_depth import (
@@ -23,16 +23,6 @@ from sapiens_mm.utils.pointcloud import (
     write_ply,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _tool():
-    """tools/depth_to_metric.py, imported (its main() runs in this process)."""
-    spec = importlib.util.spec_from_file_location(
-        'depth_to_metric_tool', ROOT / 'tools/depth_to_metric.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 SCALE, SHIFT = 2.5, 1.3  # metres = SCALE * relative + SHIFT
 
 
@@ -233,7 +223,7 @@ def test_depth_to_metric_tool(scene, tmp_path, capsys):
     argv = [str(tmp_path / 'rel.npy'), '--points', str(tmp_path / 'k.csv'),
             '--out', str(tmp_path / 'm'), '--fov', f'{fov!r}', '--image',
             str(tmp_path / 'img.png'), '--normals']
-    tool = _tool()
+    tool = load_tool('depth_to_metric')
     assert tool.main(argv) == 0
     assert 'from 12 points: residual RMS' in capsys.readouterr().out
     fit = json.loads((tmp_path / 'm_fit.json').read_text())
@@ -252,7 +242,9 @@ def test_depth_to_metric_tool(scene, tmp_path, capsys):
     # too few points: one line on stderr, exit 2, no traceback
     (tmp_path / 'k2.csv').write_text('\n'.join(rows[:3]) + '\n')
     argv[2] = str(tmp_path / 'k2.csv')
-    assert tool.main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.startswith('error: Cannot fit scale and shift: 2 usable')
-    assert err.count('\n') == 1
+    with pytest.raises(SystemExit) as exit_:
+        tool.run_cli(tool.main, argv, 'tools/depth_to_metric.py')
+    msg = str(exit_.value.code)  # a message: Python prints it, exit code 1
+    assert msg.startswith('tools/depth_to_metric.py: error: Cannot fit scale '
+                          'and shift: 2 usable')
+    assert '\n' not in msg

@@ -3,10 +3,12 @@ without touching the weights, as configured; in distributed training all
 ranks agree."""
 import json
 import math
+import re
 import subprocess
 import sys
 import uuid
 
+import numpy as np
 import pytest
 import torch
 from cluster_helpers import ROOT, ToyData, ToyModel, free_port, run_env
@@ -98,11 +100,78 @@ def test_skip_stops_after_too_many_in_a_row(tmp_path):
         runner.train()
 
 
+def test_empty_loss_warns_each_iteration_and_stops(tmp_path):
+    """Targets with no valid element (all NaN / ignored: the masked loss is
+    exactly 0 with zero gradients): each such iteration is a warning, and
+    max_consecutive_empty in a row stop the run. Before, training logged
+    loss 0.0000 every iteration and exited 0."""
+    hook = NonFiniteLossHook(action='stop', max_consecutive_empty=3)
+    snaps = Snapshots()
+    # samples 1, 2, 3, ... learn nothing (loss * 0); sample 0 is fine
+    runner = _runner(tmp_path, ToyData(bad=range(1, 12), value=0.0),
+                     [hook, snaps], max_iters=8)
+    with pytest.raises(FloatingPointError,
+                       match=r'exactly 0 at iteration 4 .*'
+                       r'max_consecutive_empty=3'):
+        runner.train()
+    assert hook.num_empty == 3
+    log = next(tmp_path.glob('*/*.log')).read_text()
+    warned = re.findall(r'WARNING - Training loss is exactly 0 at '
+                        r'iteration (\d+)', log)
+    assert warned == ['2', '3']  # then the third one stops the run
+    assert sorted(snaps.after) == [1, 2, 3]
+
+
+def test_isolated_empty_batches_only_warn(tmp_path):
+    hook = NonFiniteLossHook(action='stop', max_consecutive_empty=2)
+    runner = _runner(tmp_path, ToyData(bad=[1, 3], value=0.0), [hook],
+                     max_iters=6)
+    runner.train()  # never two in a row: the run completes
+    assert hook.num_empty == 2 and runner.iter == 6
+
+
+def test_empty_batches_are_skipped_with_skip(tmp_path):
+    snaps = Snapshots()
+    hook = NonFiniteLossHook(action='skip')
+    runner = _runner(tmp_path, ToyData(bad=[2], value=0.0), [hook, snaps])
+    runner.train()
+    # AdamW would still move the weights (momentum, decay) on a zero loss
+    assert torch.equal(snaps.after[3], snaps.after[2])
+    assert hook.num_empty == 1 and hook.num_skipped == 1
+
+
+def test_all_ignored_seg_targets_stop_a_real_run(tmp_path):
+    """The tiny seg model on masks that are all ignore_index (255): mmseg's
+    cross-entropy is exactly 0; tools/train.py's hook stops the run."""
+    import cv2
+    from cluster_helpers import write_seg_data, write_tiny_config
+    from mmengine.registry import init_default_scope
+    data = write_seg_data(tmp_path / 'data', n=4)
+    for mask in (data / 'train' / 'masks').iterdir():
+        cv2.imwrite(str(mask), np.full((64, 48), 255, np.uint8))
+    cfg_path = write_tiny_config(
+        tmp_path, data, batch_size=2, max_epochs=3, augment=False,
+        dropout=0.0, extra="custom_hooks = [dict(type='NonFiniteLossHook', "
+        "max_consecutive_empty=3)]\n")
+    import sys
+    sys.path.insert(0, str(tmp_path))
+    try:
+        cfg = build_train_cfg(str(cfg_path), work_dir=str(tmp_path / 'w'))
+        init_default_scope('mmseg')
+        with pytest.raises(FloatingPointError, match='exactly 0 at '
+                           'iteration 3'):
+            Runner.from_cfg(cfg).train()
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="'stop' or 'skip'"):
         NonFiniteLossHook(action='ignore')
     with pytest.raises(ValueError, match='max_consecutive_skips'):
         NonFiniteLossHook(max_consecutive_skips=0)
+    with pytest.raises(ValueError, match='max_consecutive_empty'):
+        NonFiniteLossHook(max_consecutive_empty=0)
 
 
 def test_train_cfg_adds_the_hook(tmp_path):
@@ -168,6 +237,7 @@ dist.destroy_process_group()
 '''
 
 
+@pytest.mark.slow
 def test_all_ranks_skip_or_stop_together(tmp_path):
     """Only rank 1 sees the NaN; both ranks skip (no gradient all-reduce
     hang, identical weights) or both stop with the message."""

@@ -244,6 +244,7 @@ def synthetic(tmp_path_factory):
 TINY_GOLIATH = POSE / 'goliath/sapiens_tiny-210e_goliath-256x192.py'
 
 
+@pytest.mark.slow
 def test_tiny_goliath_training_lowers_the_loss(synthetic):
     """A few AdamW steps of the tiny 308-keypoint model (the config's
     pipeline, loss, layer decay and clipping; lr 2e-4 without the 500-step
@@ -270,6 +271,7 @@ def test_tiny_goliath_training_lowers_the_loss(synthetic):
     reason='mmpose registries used by the Runner import mmpose.visualization '
     '-> mmpose.apis -> pkg_resources, which setuptools>=81 no longer ships; '
     'install setuptools<81 in the environment')
+@pytest.mark.slow
 def test_tiny_goliath_config_evaluates_with_the_runner(synthetic, tmp_path):
     """tools/test.py path: Runner + val pipeline + flip test + GoliathMetric
     on the generated val split."""

@@ -163,6 +163,7 @@ def _dataset_cfg(config, split_cfg, root, **overrides):
     return ds
 
 
+@pytest.mark.slow
 def test_goliath_dataset_reads_generated_data(synthetic):
     ds = DATASETS.build(_dataset_cfg(
         'goliath/sapiens_tiny-210e_goliath-256x192.py', 'train_dataloader',
@@ -189,6 +190,7 @@ def test_goliath_dataset_reads_generated_data(synthetic):
     assert tuple(val[0]['inputs'].shape) == (3, 256, 192)
 
 
+@pytest.mark.slow
 def test_full_size_pipelines_on_generated_data(synthetic):
     """The released-size configs crop to 1024x768 and train on 256x192
     UDP heatmaps (sigma 6) of all 308 keypoints."""

@@ -188,6 +188,7 @@ def official_pose_state_dict(num_layers, dims, ffn, num_keypoints,
     return {k: torch.randn(s, generator=g) * 0.01 for k, s in sd.items()}
 
 
+@pytest.mark.slow
 def test_official_pose_checkpoint_loads_strictly(tmp_path):
     """A checkpoint laid out like sapiens_*_goliath_best_goliath_AP_*.pth
     loads with strict key checking into the config's TopdownPoseEstimator

@@ -1,5 +1,4 @@
 """Unlabeled image dataset, pretraining configs, a tiny Runner run, tools."""
-import importlib.util
 import io
 import logging
 from pathlib import Path
@@ -12,6 +11,8 @@ from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.runner import Runner
 from PIL import Image
+
+from tool_helpers import load_tool
 
 from sapiens_mm.checkpoint import load_file
 from sapiens_mm.datasets.unlabeled_image_dataset import UnlabeledImageDataset
@@ -84,6 +85,7 @@ def test_list_and_read_images(image_tree):
         list_images(str(image_tree / 'nope'))
 
 
+@pytest.mark.slow
 def test_dataset_skips_and_counts_unreadable_images(image_tree):
     ds = UnlabeledImageDataset(
         data_root=str(image_tree), pipeline=[dict(type='mmpretrain.PackInputs')],
@@ -188,6 +190,7 @@ def write_images(folder, n, size=(96, 128)):
         Image.fromarray(image(i, size)).save(folder / f'img_{i}.png')
 
 
+@pytest.mark.slow
 def test_tiny_config_runner_run_with_hook_and_official_resume(tmp_path):
     data = tmp_path / 'imgs'
     write_images(data, 7)
@@ -226,14 +229,6 @@ def test_tiny_config_runner_run_with_hook_and_official_resume(tmp_path):
     runner2.train()
     for k, v in runner2.model.state_dict().items():
         assert torch.equal(v, state[k]), k
-
-
-def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name,
-                                                  ROOT / 'tools' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_mae_visualize_tool(tmp_path):

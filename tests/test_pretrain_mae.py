@@ -1,5 +1,4 @@
 """MAE pretraining model: masking, loss, official layout, clean round trip."""
-import importlib.util
 from collections import OrderedDict
 from pathlib import Path
 
@@ -10,6 +9,8 @@ import torch.nn as nn
 from mmengine.config import Config
 from mmpretrain.models.utils import build_2d_sincos_position_embedding, resize_pos_embed
 from mmpretrain.registry import MODELS
+
+from tool_helpers import load_tool
 
 from sapiens_mm.checkpoint import (
     convert_pretrain_to_clean,
@@ -309,14 +310,6 @@ def test_convert_errors_are_explained(tmp_path):
         convert_pretrain_to_clean(str(path), str(path))
     with pytest.raises(ValueError, match='missing'):
         convert_pretrain_to_clean(str(path), str(tmp_path / 'b.pth'))
-
-
-def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name,
-                                                  ROOT / 'tools' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_convert_cli(tmp_path):

@@ -9,8 +9,8 @@ import zipfile
 import pytest
 import torch
 from cluster_helpers import (finish, logged_scalars, read_losses, run_env,
-                             start, tail, train_cmd, write_seg_data,
-                             write_tiny_config)
+                             simulate_full_disk, start, tail, train_cmd,
+                             write_seg_data, write_tiny_config)
 
 from sapiens_mm.apis import build_train_cfg
 from sapiens_mm.checkpoint import load_file
@@ -23,33 +23,45 @@ ITERS_PER_EPOCH = 4  # 8 samples, batch 2
 KILL_AT = 7  # iteration 3 of epoch 2: after epoch_1.pth, mid-epoch
 
 
-def test_sigkill_mid_epoch_then_resume_auto_matches_uninterrupted(tmp_path):
-    data = write_seg_data(tmp_path / 'data', n=8)
-    # Random flips / photometric distortion and head dropout: the resumed run
-    # must draw the same random numbers as the uninterrupted one.
-    cfg = write_tiny_config(tmp_path, data, batch_size=2, max_epochs=3,
-                            augment=True, dropout=0.1)
+def _kill_and_resume(tmp_path, cfg, kill_at, kept, absent):
+    """Train an uninterrupted reference run and, alongside, a run that is
+    SIGKILLed in iteration ``kill_at`` (when checkpoint ``kept`` exists and
+    ``absent`` does not yet), then ``--resume auto`` it.
+
+    Returns:
+        ``(ref_dir, work_dir, resumed process, resumed log text)``.
+    """
     env = run_env(tmp_path)
     ref_dir, work_dir = tmp_path / 'uninterrupted', tmp_path / 'killed'
     ref = start(train_cmd(cfg, ref_dir), env, tmp_path / 'ref.log')
     killed = start(train_cmd(cfg, work_dir),
-                   dict(env, TEST_BLOCK_AT_ITER=str(KILL_AT)),
+                   dict(env, TEST_BLOCK_AT_ITER=str(kill_at)),
                    tmp_path / 'killed.log')
     deadline = time.time() + 240
     while not (work_dir / 'blocked').exists():
         assert killed.poll() is None, tail(tmp_path / 'killed.log')
         assert time.time() < deadline, 'run never reached the kill point'
         time.sleep(0.2)
-    assert (work_dir / 'epoch_1.pth').is_file()
-    assert not (work_dir / 'epoch_2.pth').exists()
+    assert (work_dir / kept).is_file()
+    assert not (work_dir / absent).exists()
     os.killpg(killed.pid, signal.SIGKILL)
     assert killed.wait(timeout=30) == -signal.SIGKILL
     finish(ref, tmp_path / 'ref.log')
-
     resumed = start(train_cmd(cfg, work_dir, '--resume', 'auto'), env,
                     tmp_path / 'resumed.log')
     finish(resumed, tmp_path / 'resumed.log')
-    log = (tmp_path / 'resumed.log').read_text()
+    return ref_dir, work_dir, resumed, (tmp_path / 'resumed.log').read_text()
+
+
+@pytest.mark.slow
+def test_sigkill_mid_epoch_then_resume_auto_matches_uninterrupted(tmp_path):
+    data = write_seg_data(tmp_path / 'data', n=8)
+    # Random flips / photometric distortion and head dropout: the resumed run
+    # must draw the same random numbers as the uninterrupted one.
+    cfg = write_tiny_config(tmp_path, data, batch_size=2, max_epochs=3,
+                            augment=True, dropout=0.1)
+    ref_dir, work_dir, resumed, log = _kill_and_resume(
+        tmp_path, cfg, KILL_AT, 'epoch_1.pth', 'epoch_2.pth')
     assert 'resumed epoch: 1, iter: 4' in log
 
     expected = read_losses(ref_dir)
@@ -85,6 +97,7 @@ log_processor = dict(by_epoch=False)
 """
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_auto_matches_uninterrupted_iter_loop(
         tmp_path):
     """The same for IterBasedTrainLoop (what the demo uses): killed after
@@ -97,28 +110,9 @@ def test_sigkill_mid_run_then_resume_auto_matches_uninterrupted_iter_loop(
     data = write_seg_data(tmp_path / 'data', n=8)
     cfg = write_tiny_config(tmp_path, data, batch_size=2, max_epochs=1,
                             augment=True, dropout=0.1, extra=ITER_LOOP)
-    env = run_env(tmp_path)
-    ref_dir, work_dir = tmp_path / 'uninterrupted', tmp_path / 'killed'
-    ref = start(train_cmd(cfg, ref_dir), env, tmp_path / 'ref.log')
-    killed = start(train_cmd(cfg, work_dir),
-                   dict(env, TEST_BLOCK_AT_ITER='6'),
-                   tmp_path / 'killed.log')
-    deadline = time.time() + 240
-    while not (work_dir / 'blocked').exists():
-        assert killed.poll() is None, tail(tmp_path / 'killed.log')
-        assert time.time() < deadline, 'run never reached the kill point'
-        time.sleep(0.2)
-    assert (work_dir / 'iter_4.pth').is_file()
-    assert not (work_dir / 'iter_8.pth').exists()
-    os.killpg(killed.pid, signal.SIGKILL)
-    assert killed.wait(timeout=30) == -signal.SIGKILL
-    finish(ref, tmp_path / 'ref.log')
-
-    resumed = start(train_cmd(cfg, work_dir, '--resume', 'auto'), env,
-                    tmp_path / 'resumed.log')
-    finish(resumed, tmp_path / 'resumed.log')
-    assert 'resumed epoch: 0, iter: 4' in (tmp_path /
-                                           'resumed.log').read_text()
+    ref_dir, work_dir, resumed, log = _kill_and_resume(
+        tmp_path, cfg, 6, 'iter_4.pth', 'iter_8.pth')
+    assert 'resumed epoch: 0, iter: 4' in log
     expected = read_losses(ref_dir)
     assert sorted(expected) == list(range(1, 13))
     got = read_losses(work_dir, pid=resumed.pid)
@@ -228,30 +222,8 @@ def test_full_disk_leaves_no_partial_file_and_names_the_path(tmp_path,
     """ENOSPC half-way through a write (simulated): the error names the
     file, keeps errno, and neither the target nor a temp file remains."""
     import errno
-    real_fdopen = os.fdopen
-
-    class FullDisk:
-
-        def __init__(self, f):
-            self.f = f
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.f.close()
-            return False
-
-        def write(self, data):
-            self.f.write(data[:len(data) // 2])
-            raise OSError(errno.ENOSPC, 'No space left on device')
-
-        def __getattr__(self, name):
-            return getattr(self.f, name)
-
     target = tmp_path / 'out' / 'depth.npy'
-    monkeypatch.setattr(os, 'fdopen', lambda *a, **k: FullDisk(
-        real_fdopen(*a, **k)))
+    simulate_full_disk(monkeypatch)
     with pytest.raises(OSError) as err:
         atomic_write(b'x' * 1000, target)
     assert err.value.errno == errno.ENOSPC

@@ -109,6 +109,7 @@ def test_task_specific_official_settings():
                                             size=(1024, 768))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('size', ['1b', '5b'])
 @pytest.mark.parametrize('task', ['pose', 'seg', 'normal', 'pointmap'])
 def test_fsdp_configs_build_a_flexible_runner(tmp_path, size, task):

@@ -148,6 +148,7 @@ def test_pointmap_target_follows_resize_and_flip():
                        atol=1e-5)
 
 
+@pytest.mark.slow
 def test_pointmap_pipeline_on_files(tmp_path):
     """The tiny pointmap config's pipelines read a folder dataset."""
     init_default_scope('mmseg')
@@ -184,3 +185,58 @@ def test_pointmap_pipeline_on_files(tmp_path):
             assert np.allclose(gt[2][valid], 3.0)
             # 100x120 -> scale min(192 / 100, 256 / 120) = 1.92: 192x230
             assert sample.img_padding_size == (0, 0, 13, 13)
+
+
+def test_noise_and_down_up_sample():
+    from sapiens_mm.datasets.transforms import (RandomDownUpSample,
+                                                RandomGaussianNoise)
+    np.random.seed(0)
+    grey = np.full((100, 100, 3), 128, np.uint8)
+    out = RandomGaussianNoise(prob=1.0, std_range=(5, 5))(
+        dict(img=grey.copy()))['img']
+    assert out.dtype == np.uint8
+    # 30000 samples of N(128, 5) rounded: the std is 5 within a few %
+    assert abs(out.astype(float).std() - 5.0) < 0.2
+    assert abs(out.astype(float).mean() - 128) < 0.2
+    same = RandomGaussianNoise(prob=0.0)(dict(img=grey.copy()))['img']
+    assert np.array_equal(same, grey)
+    img = np.random.default_rng(5).integers(0, 255, (40, 60, 3), np.uint8)
+    out = RandomDownUpSample(prob=1.0, scale_range=(0.5, 0.5))(
+        dict(img=img.copy()))['img']
+    expected = cv2.resize(cv2.resize(img, (30, 20)), (60, 40))
+    assert np.array_equal(out, expected)
+    with pytest.raises(ValueError, match='scale_range'):
+        RandomDownUpSample(scale_range=(0.0, 0.5))
+
+
+@pytest.mark.parametrize('task', ['seg', 'normal', 'albedo'])
+def test_tiny_train_pipelines_run(tmp_path, task):
+    """The official train pipelines (with mmpretrain's GaussianBlur and
+    Solarize in the mmseg scope) on a generated sample."""
+    from sapiens2_helpers import leaf
+    init_default_scope('mmseg')
+    cfg = Config.fromfile(str(leaf(task, 'tiny')))
+    img = np.random.default_rng(6).integers(0, 255, (150, 100, 3), np.uint8)
+    cv2.imwrite(str(tmp_path / 'a.png'), img)
+    mask = np.zeros((150, 100), np.uint8)
+    mask[30:120, 20:80] = 3
+    cv2.imwrite(str(tmp_path / 'm.png'), mask)
+    info = dict(img_path=str(tmp_path / 'a.png'), seg_fields=[])
+    pipeline = cfg.train_pipeline
+    if task == 'seg':
+        info.update(seg_map_path=str(tmp_path / 'm.png'), label_map=None,
+                    reduce_zero_label=False)
+        # no background pictures here: RandomBackground off
+        pipeline = [t for t in pipeline if t.type != 'RandomBackground']
+    else:
+        key = 'normal' if task == 'normal' else 'albedo'
+        target = np.zeros((150, 100, 3), np.float32)
+        target[..., 2] = -1 if task == 'normal' else 0.5
+        np.save(tmp_path / 't.npy', target)
+        info.update({f'{key}_path': str(tmp_path / 't.npy'),
+                     'mask_path': str(tmp_path / 'm.png')})
+    from mmengine.dataset import Compose
+    np.random.seed(0)
+    for _ in range(3):  # the random steps taken or not
+        packed = Compose(pipeline)(dict(info))
+        assert packed['inputs'].shape == (3, 256, 192)

@@ -28,6 +28,7 @@ def _scope():
     init_default_scope('mmseg')
 
 
+@pytest.mark.slow
 def test_folder_dataset_reads_split_images_masks_layout(tmp_path):
     """The synthetic generator's <split>/images + <split>/masks layout,
     images and masks matched by (relative) stem."""
@@ -139,6 +140,7 @@ def test_lip_layouts(tmp_path, layout):
                             split='train'))
 
 
+@pytest.mark.slow
 def test_cihp_layout(tmp_path):
     root = tmp_path / 'instance-level_human_parsing'
     _pair(root / 'Training' / 'Images', root / 'Training' / 'Category_ids',

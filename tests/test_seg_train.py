@@ -59,6 +59,7 @@ def _cfg(data: Path, work_dir: Path) -> Config:
     return cfg
 
 
+@pytest.mark.slow
 def test_few_iterations_lower_the_loss(data, tmp_path):
     init_default_scope('mmseg')
     set_random_seed(0)
@@ -93,6 +94,7 @@ def test_few_iterations_lower_the_loss(data, tmp_path):
     assert after < 0.92 * before, (before, after)  # seen: 1.037 -> 0.891
 
 
+@pytest.mark.slow
 def test_runner_train_val_and_test_from_checkpoint(data, tmp_path):
     """tools/train.py and tools/test.py path: one epoch with validation,
     a checkpoint, then evaluating it gives mIoU / mAcc / aAcc."""

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from tool_helpers import load_tool
+
 from sapiens_mm.apis import build_test_cfg, build_train_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,10 +62,11 @@ def test_test_options(cfg_path):
 @pytest.mark.parametrize('tool,flags', [
     ('train.py', ['--work-dir', '--resume', '--amp', '--auto-scale-lr',
                   '--seed', '--deterministic', '--cfg-options', '--launcher',
-                  '--nonfinite-loss']),
+                  '--nonfinite-loss', '--debug']),
     ('test.py', ['--work-dir', '--cfg-options', '--launcher', '--out',
-                 '--dump']),
+                 '--dump', '--non-strict', '--debug']),
 ])
+@pytest.mark.slow
 def test_help_lists_options(tool, flags):
     out = subprocess.run([sys.executable, str(ROOT / 'tools' / tool), '-h'],
                          capture_output=True, text=True, check=True).stdout
@@ -71,15 +74,7 @@ def test_help_lists_options(tool, flags):
         assert flag in out
 
 
-def _load_tool(name):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        f'sapiens_tools_{name}', ROOT / 'tools' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
+@pytest.mark.slow
 def test_test_py_writes_metrics_json_and_predictions(tmp_path, monkeypatch):
     import json
 
@@ -101,7 +96,7 @@ def test_test_py_writes_metrics_json_and_predictions(tmp_path, monkeypatch):
     ckpt = tmp_path / 'model.pth'
     torch.save({'state_dict': model.state_dict()}, str(ckpt))
 
-    tool = _load_tool('test')
+    tool = load_tool('test')
     out, dump = tmp_path / 'res' / 'metrics.json', tmp_path / 'preds.pkl'
     metrics = tool.main([str(cfg_path), str(ckpt), '--work-dir',
                          str(tmp_path / 'w'), '--out', str(out), '--dump',

@@ -250,3 +250,41 @@ def test_stabilizer_bad_alpha():
         DepthStabilizer(alpha=0)
     with pytest.raises(ValueError, match='alpha'):
         NormalStabilizer(alpha=1.5)
+
+
+def test_known_ids_are_kept_without_matching():
+    """People whose boxes were made from a track's keypoints (no detector
+    on that frame) keep that track's ID even where matching would not
+    pair them (here: the two people swapped places)."""
+    tracker = PoseTracker(smooth=False)
+    rng = np.random.default_rng(3)
+    kpts = np.stack([_pose(rng) + [100, 120], _pose(rng) + [300, 120]])
+    boxes, _ = bboxes_from_keypoints(kpts, np.ones((2, 17)))
+    ids, _ = tracker.update(boxes, kpts, np.ones((2, 17)))
+    assert ids.tolist() == [0, 1]
+    swapped = kpts[::-1].copy()
+    sw_boxes = boxes[::-1].copy()
+    ids, _ = tracker.update(sw_boxes, swapped, np.ones((2, 17)),
+                            known_ids=np.array([0, -1]))
+    # row 0 is known to be track 0; row 1 (where track 0 was) is matched
+    # among the other tracks only: track 1 is 200 px away, so it starts 2
+    assert ids.tolist() == [0, 2]
+
+
+def test_draw_pose_colours_people_by_track_id():
+    from sapiens_mm.visualization import draw_pose
+    from sapiens_mm.visualization.color import track_color
+    meta = dict(num_keypoints=2, skeleton_links=[(0, 1)],
+                keypoint_colors=[(255, 0, 0)] * 2,
+                skeleton_link_colors=[(255, 0, 0)])
+    kpts = np.array([[[10., 10.], [10., 50.]], [[60., 10.], [60., 50.]]])
+    img = np.zeros((64, 80, 3), np.uint8)
+    out = draw_pose(img, kpts, np.ones((2, 2)), meta, radius=3, thickness=3,
+                    track_ids=np.array([0, 1]))
+    assert tuple(out[30, 10]) == track_color(0)  # on person 0's link
+    assert tuple(out[30, 60]) == track_color(1)
+    assert track_color(0) != track_color(1)
+    assert track_color(-1) == (128, 128, 128)
+    plain = draw_pose(img, kpts, np.ones((2, 2)), meta, radius=3,
+                      thickness=3)
+    assert tuple(plain[30, 10]) == (0, 0, 255)  # the skeleton's RGB red

@@ -138,6 +138,7 @@ def test_zip_named_pt2_metadata_code_is_never_run(tmp_path, capsys):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_python_m_sapiens_mm_refuses_evil_onnx(tmp_path):
     """The reported command line, end to end: one line, exit 1, no code."""
     marker = tmp_path / 'pwned_cli'
@@ -153,6 +154,7 @@ def test_python_m_sapiens_mm_refuses_evil_onnx(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_pt2_pickled_weight_refused_before_torch(tmp_path):
     marker = tmp_path / 'pwned_weight'
     evil = _pickled_weight_pt2(tmp_path / 'evil.pt2', marker)
@@ -221,22 +223,58 @@ def test_random_bytes_onnx_is_a_clear_error(tmp_path, capsys):
 
 
 # ----------------------------------------------------------- checkpoints
+class ForgedDType:
+    """``numpy.dtype('V8')`` whose pickled state gives it an object field
+    ``'a'`` but clears its "has objects" flags (the last state entry)."""
+
+    def __reduce__(self):
+        return (np.dtype, ('V8', False, True),
+                (3, '|', None, ('a', ), {'a': (np.dtype('O'), 0)}, 8, 1, 0))
+
+
 class VoidScalarGadget:
-    """``numpy.core.multiarray.scalar(dtype([('a', 'O')]), raw_bytes)``: a
-    void scalar whose object field is the pointer 0x4141414141414141. Built
-    only from allowlisted globals; reading or freeing it crashes."""
+    """``numpy.core.multiarray.scalar(ForgedDType, raw_bytes)``: a void
+    scalar whose object field is the pointer 0x4141414141414141. Built only
+    from allowlisted globals; reading it segfaults."""
 
     def __reduce__(self):
         from numpy.core import multiarray
-        return (multiarray.scalar, (np.dtype([('a', 'O')]), b'A' * 8))
+        return (multiarray.scalar, (ForgedDType(), b'A' * 8))
 
 
-def test_numpy_object_scalar_gadget_refused(tmp_path):
+class VoidArrayGadget:
+    """The same forged pointer through ``_reconstruct`` + ndarray state."""
+
+    def __reduce__(self):
+        from numpy.core import multiarray
+        return (multiarray._reconstruct, (np.ndarray, (0, ), b'b'),
+                (1, (1, ), ForgedDType(), False, b'A' * 8))
+
+
+def test_numpy_object_pointer_gadgets_refused(tmp_path):
     path = tmp_path / 'gadget.pth'
     torch.save({'meta': VoidScalarGadget()}, path)
+    # the allowlist alone loads it, and reading it segfaults (subprocess)
+    crash = subprocess.run([sys.executable, '-c', (
+        'import numpy as np, torch\n'
+        'from numpy.core import multiarray as m\n'
+        'ok = [np.ndarray, np.dtype, m._reconstruct, m.scalar] + [getattr('
+        'np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType")]\n'
+        'with torch.serialization.safe_globals(ok):\n'
+        f'    x = torch.load({str(path)!r}, weights_only=True)\n'
+        'print(repr(x["meta"]))\n')], capture_output=True, timeout=120)
+    assert crash.returncode < 0, crash  # killed by a signal (SIGSEGV)
     with pytest.raises(CheckpointTypeError, match='numpy scalar') as err:
         load_file(str(path))
     assert 'add_trusted_types' not in str(err.value)
+    array = tmp_path / 'gadget_array.pth'
+    torch.save({'meta': [VoidArrayGadget()]}, array)
+    with pytest.raises(CheckpointTypeError, match='forged object pointers'):
+        load_file(str(array))
+    # the Runner's --resume / load_from path (mmengine's loader) is the same
+    from mmengine.runner.checkpoint import _load_checkpoint
+    with pytest.raises(CheckpointTypeError, match='numpy scalar'):
+        _load_checkpoint(str(path), map_location='cpu')
     # real numpy scalars, including structured ones, still load
     ok = tmp_path / 'ok.pth'
     rec = np.zeros((), dtype=[('x', '<f4'), ('y', '<i8')])[()]

@@ -135,12 +135,28 @@ def test_cli_video_tracking_and_smoothing(video, pose_cfg, square_finder,
     assert n == FRAMES
 
 
+def test_cli_video_tiny_model(video, pose_cfg, tmp_path):
+    """The tiny model itself (random weights, no fake head): the whole
+    frame is the person's box in every frame, so one ID all along."""
+    main([str(video), '--pose-config', str(pose_cfg), '--detector', 'none',
+          '--device', 'cpu', '--no-progress', '--no-save-vis', '--out-dir',
+          str(tmp_path)])
+    frames = _frames_json(tmp_path)
+    assert len(frames) == FRAMES
+    assert [[i['track_id'] for i in f['instances']] for f in frames] == \
+        [[0]] * FRAMES
+
+
 def test_images_are_not_tracked_or_smoothed(pose_cfg):
     torch.manual_seed(0)
     inferencer = SapiensInferencer({'pose': str(pose_cfg)}, device='cpu',
                                    detector='none')
     (res, ) = inferencer(image(64, 48, 1))
     assert 'track_ids' not in res['predictions']['pose']
+    # the pose head decodes with the batched decoder
+    from sapiens_mm.codecs import BatchUDPHeatmap
+    head = inferencer.task_inferencers['pose'].model.head
+    assert isinstance(head.decoder, BatchUDPHeatmap)
     with pytest.raises(ValueError, match='det_interval'):
         SapiensInferencer({'pose': str(pose_cfg)}, device='cpu',
                           det_interval=0)

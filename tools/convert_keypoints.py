@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from sapiens_mm.utils import add_debug_argument, run_cli
+
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parse the command line."""
@@ -45,7 +47,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument('--kpt-thr', type=float, default=0.3,
                    help='score below which --draw leaves a point out '
                    '(default: %(default)s)')
-    p.add_argument('--debug', action='store_true', help='show tracebacks')
+    add_debug_argument(p)
     return p.parse_args(argv)
 
 
@@ -98,18 +100,12 @@ def run(args: argparse.Namespace) -> List[Path]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Entry point; returns the process exit code."""
+    """Entry point (errors are turned into one line by ``run_cli``)."""
     args = parse_args(argv)
-    try:
-        written = run(args)
-    except (ValueError, OSError) as e:
-        if args.debug:
-            raise
-        print(f'error: {e}', file=sys.stderr)
-        return 2
+    written = run(args)
     print(f'wrote {len(written)} file(s) to {args.out_dir}')
     return 0
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(run_cli(main, prog='tools/convert_keypoints.py'))

@@ -15,6 +15,7 @@ import torch
 
 import sapiens_mm  # noqa: F401
 from sapiens_mm.checkpoint import convert_pretrain_to_clean
+from sapiens_mm.utils import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):
@@ -31,6 +32,7 @@ def parse_args(argv=None):
                         'anyway; official clean files keep it)')
     parser.add_argument('--dtype', choices=['float32', 'float16', 'bfloat16'],
                         help='cast the weights (default: keep)')
+    add_debug_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -43,4 +45,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run_cli(main, prog='tools/convert_pretrain_to_clean.py')

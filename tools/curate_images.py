@@ -19,6 +19,7 @@ import argparse
 import sapiens_mm  # noqa: F401  (safe checkpoint loading)
 from sapiens_mm.apis.curation import curate_images
 from sapiens_mm.apis.inferencers.utils import build_person_detector
+from sapiens_mm.utils import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):
@@ -52,6 +53,7 @@ def parse_args(argv=None):
                         'detect every image again')
     parser.add_argument('--no-progress', action='store_true',
                         help='no progress bar')
+    add_debug_argument(parser)
     args = parser.parse_args(argv)
     if bool(args.det_config) != bool(args.det_checkpoint):
         parser.error('give both --det-config and --det-checkpoint (or '
@@ -72,4 +74,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run_cli(main, prog='tools/curate_images.py')

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import sapiens_mm  # noqa: F401  (registers everything)
 from sapiens_mm.apis.demo import DEMO_TASKS, DemoSettings, run_demo
+from sapiens_mm.utils import add_debug_argument, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,6 +61,7 @@ def parse_args(argv=None):
                         'Sapiens loss of the depth configs)')
     parser.add_argument('--workers', type=int, default=d.workers,
                         help='worker processes that render the data (default: %(default)s)')
+    add_debug_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -81,8 +83,9 @@ def main(argv=None):
         settings.iters = {t: 5 for t in DEMO_TASKS}
         settings.batch_sizes = {t: 4 for t in DEMO_TASKS}
         settings.num_infer = 2
-    run_demo(settings, str(ROOT / 'configs'))
+    run_demo(settings, str(ROOT / 'configs'),
+             echo=lambda text: print(text, flush=True))
 
 
 if __name__ == '__main__':
-    main()
+    run_cli(main, prog='tools/demo.py')

@@ -25,6 +25,8 @@ import json
 import sys
 from typing import List, Optional
 
+from sapiens_mm.utils import add_debug_argument, run_cli
+
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parse the command line."""
@@ -68,8 +70,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                      help='write normals derived from the depth')
     cam.add_argument('--ascii', action='store_true',
                      help='ASCII PLY instead of binary')
-    p.add_argument('--debug', action='store_true',
-                   help='show tracebacks')
+    add_debug_argument(p)
     args = p.parse_args(argv)
     given = [getattr(args, n) is not None for n in ('fx', 'fy', 'cx', 'cy')]
     if any(given) and not all(given):
@@ -154,15 +155,9 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Entry point; returns the process exit code."""
+    """Entry point (errors are turned into one line by ``run_cli``)."""
     args = parse_args(argv)
-    try:
-        s = run(args)
-    except (ValueError, OSError) as e:
-        if args.debug:
-            raise
-        print(f'error: {e}', file=sys.stderr)
-        return 2
+    s = run(args)
     kind = '1 / metres' if s['inverse'] else 'metres'
     print(f'{kind} = {s["scale"]:.6g} * relative + {s["shift"]:.6g} from '
           f'{s["num_points"]} points: residual RMS {s["rmse_m"]:.4g} m, max '
@@ -173,4 +168,4 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(run_cli(main, prog='tools/depth_to_metric.py'))

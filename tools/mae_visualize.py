@@ -21,6 +21,7 @@ import sapiens_mm  # noqa: F401  (registers modules)
 from sapiens_mm.checkpoint import load_checkpoint
 from sapiens_mm.utils.image_io import list_images, read_image
 from sapiens_mm.models.selfsup import prepare_images, reconstruction_grid
+from sapiens_mm.utils import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):
@@ -43,6 +44,7 @@ def parse_args(argv=None):
                         '(default: paste the original visible patches)')
     parser.add_argument('--device', default='cpu')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    add_debug_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -75,4 +77,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run_cli(main, prog='tools/mae_visualize.py')

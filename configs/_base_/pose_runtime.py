@@ -1,6 +1,8 @@
 # Runtime shared by the 2D pose configs (mmpose scope).
 custom_imports = dict(imports=['sapiens_mm'], allow_failed_imports=False)
 default_scope = 'mmpose'
+# Top-down (one crop per person box), read by mmpose's MMPoseInferencer.
+data_mode = 'topdown'
 default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50),

@@ -30,7 +30,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from mmengine.config import Config
@@ -342,12 +342,17 @@ def _quiet_runner(cfg: Config) -> Runner:
     return runner
 
 
-def run_demo(settings: DemoSettings, config_dir: str) -> dict:
+def run_demo(settings: DemoSettings,
+             config_dir: str,
+             echo: Optional[Callable[[str], None]] = None) -> dict:
     """Run the main job; returns the table rows and output paths.
 
     Args:
         settings: What to run.
         config_dir: The repository's ``configs`` folder.
+        echo: Where the progress lines and the final table go
+            (``tools/demo.py`` passes ``print``). Defaults to the mmengine
+            logger.
 
     Returns:
         ``dict(rows=..., table=..., vis_dirs=..., elapsed_s=...)``.
@@ -360,6 +365,9 @@ def run_demo(settings: DemoSettings, config_dir: str) -> dict:
     if unknown or not settings.tasks:
         raise ValueError(f'tasks must be a non-empty subset of '
                          f'{list(DEMO_TASKS)}, got {list(settings.tasks)}')
+    if echo is None:
+        def echo(text: str) -> None:
+            MMLogger.get_current_instance().info(text)
     start = time.perf_counter()
     # Deprecation notices of the OpenMMLab packages are not the user's
     # business here; the Runner logs in each task's work_dir keep warnings.
@@ -372,9 +380,8 @@ def run_demo(settings: DemoSettings, config_dir: str) -> dict:
     h, w = settings.image_size
     people = ('one person' if settings.max_people == 1 else
               f'1-{settings.max_people} people')
-    print(f'[1/4] rendering {settings.num_train} + {settings.num_val} '
-          f'synthetic images ({people} each) at {h}x{w} into {data_root}',
-          flush=True)
+    echo(f'[1/4] rendering {settings.num_train} + {settings.num_val} '
+          f'synthetic images ({people} each) at {h}x{w} into {data_root}')
     write_dataset(data_root, settings.num_train, settings.num_val,
                   seed=settings.seed, size=settings.image_size,
                   max_people=settings.max_people,
@@ -387,9 +394,9 @@ def run_demo(settings: DemoSettings, config_dir: str) -> dict:
         cfg = adapt_config(Config.fromfile(osp.join(config_dir, spec.config)),
                            task, data_root, work_dir, settings)
         ih, iw = settings.input_sizes[task]
-        print(f'[2/4] {task} ({i + 1}/{len(settings.tasks)}, input '
+        echo(f'[2/4] {task} ({i + 1}/{len(settings.tasks)}, input '
               f'{ih}x{iw}): evaluate, train {settings.iters[task]} '
-              f'iterations, evaluate (log: {work_dir})', flush=True)
+              f'iterations, evaluate (log: {work_dir})')
         runner = _quiet_runner(cfg)
         # pycocotools prints its tables to stdout: keep them in the log only
         with contextlib.redirect_stdout(io.StringIO()):
@@ -409,16 +416,15 @@ def run_demo(settings: DemoSettings, config_dir: str) -> dict:
                        higher_is_better=m.higher_is_better, unit=m.unit,
                        train_s=train_s)
             rows.append(row)
-            print(f"      {m.name}: {row['before']:.4g} -> "
-                  f"{row['after']:.4g}", flush=True)
+            echo(f"      {m.name}: {row['before']:.4g} -> "
+                  f"{row['after']:.4g}")
         # Runner instances install their own logger / scope: reset between
         # tasks so that each task's log goes to its own work_dir.
         del runner
         DefaultScope._instance_dict.clear()
         MMLogger._instance_dict.clear()
 
-    print('[3/4] inference on held-out images and a real photograph',
-          flush=True)
+    echo('[3/4] inference on held-out images and a real photograph')
     with contextlib.redirect_stdout(io.StringIO()):
         # Held-out images get their ground-truth person boxes; the photograph
         # is a portrait, so its person box is the whole image (no detector).
@@ -445,14 +451,14 @@ def run_demo(settings: DemoSettings, config_dir: str) -> dict:
 
     elapsed = time.perf_counter() - start
     table = format_table(rows)
-    print('[4/4] results on the held-out split '
+    echo('[4/4] results on the held-out split '
           f'({settings.num_val} images, trained on {settings.num_train})')
-    print(table)
+    echo(table)
     for what, path in vis_dirs.items():
-        print(f'visualisations of {what}: {path}/<task>/*.png '
+        echo(f'visualisations of {what}: {path}/<task>/*.png '
               '(skeleton overlay, part colours, depth colour map, normal RGB)'
               ' next to the predictions (.json / .npy)')
-    print(f'trained checkpoints, configs and logs: {out}/<task>/')
-    print(f'elapsed: {elapsed:.0f} s ({elapsed / 60:.1f} min)')
+    echo(f'trained checkpoints, configs and logs: {out}/<task>/')
+    echo(f'elapsed: {elapsed:.0f} s ({elapsed / 60:.1f} min)')
     (out / 'results.md').write_text(table + '\n')
     return dict(rows=rows, table=table, vis_dirs=vis_dirs, elapsed_s=elapsed)

@@ -10,7 +10,7 @@ from typing import List, Optional, Sequence
 
 __all__ = ['build_parser', 'models_from_args', 'main', 'cli']
 
-_TASKS = ('pose', 'seg', 'depth', 'normal')
+_TASKS = ('pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo')
 
 
 def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
@@ -20,7 +20,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             'Run Sapiens pose / body-part segmentation / depth / normal '
-            'models on images, folders, videos or a webcam.'),
+            'models (and Sapiens2 pointmap / albedo models) on images, '
+            'folders, videos or a webcam.'),
         epilog=(
             'Models: official checkpoints alone (--checkpoints, task and size '
             'recognised from the file name or weights), or per task a '
@@ -31,16 +32,21 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'Outputs in OUT_DIR/<task>/: <name>.json (pose, COCO-style), '
             '<name>.npy (seg labels, depth, normals at the input resolution; '
             'depth/normals are NaN outside the person when seg runs) and '
-            '<name>.png; for videos per-frame files in <name>/ and '
-            '<name>.mp4. Inputs with the same name get <name>_1, '
-            '<name>_2...; OUT_DIR/outputs.json maps every input to its '
-            'files. Files are written atomically; unreadable or truncated '
-            'images are skipped with a message, and a run where every '
-            'input fails exits with an error.\n\n'
+            '<name>.png; Sapiens2 pointmaps also <name>.npy (H, W, 3) metric '
+            'XYZ and <name>.ply (coloured point cloud); for videos per-frame '
+            'files in <name>/ and <name>.mp4. Inputs with the same name get '
+            '<name>_1, <name>_2...; OUT_DIR/outputs.json maps every input to '
+            'its files. Files are written atomically; unreadable or '
+            'truncated images are skipped with a message, and a run where '
+            'every input fails exits with an error. --export-format adds '
+            'OUT_DIR/pose_<format>/<name>.json, --save-mask OUT_DIR/mask/.'
+            '\n\n'
             'Example:\n  python tools/infer.py photo.jpg --checkpoints '
             'sapiens_0.3b_goliath_best_goliath_AP_573.pth '
             'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth '
-            '--out-dir outputs'))
+            '--out-dir outputs\n  python tools/infer.py photo.jpg '
+            '--checkpoints sapiens2_0.4b_seg.safetensors '
+            'sapiens2_0.4b_pointmap.safetensors --out-dir outputs'))
     p.add_argument(
         'inputs', nargs='+',
         help='image, video or folder paths, or a webcam index (0, webcam, '
@@ -49,7 +55,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='output folder (default: %(default)s)')
     m = p.add_argument_group('models')
     m.add_argument('--checkpoints', nargs='+', default=[], metavar='CKPT',
-                   help='official Sapiens checkpoints or exported '
+                   help='official Sapiens / Sapiens2 checkpoints '
+                   '(sapiens2_<size>_<task>.safetensors) or exported '
                    '.onnx / .pt2 models; the task (and size) of each are '
                    'recognised')
     for task in _TASKS:
@@ -140,6 +147,21 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='ms to wait per shown frame (default: %(default)s)')
     o.add_argument('--no-progress', action='store_true',
                    help='no progress bar')
+    o.add_argument('--skeleton-style', choices=('mmpose', 'openpose'),
+                   default='mmpose',
+                   help='pose drawing: over the image in the layout\'s '
+                   'colours (mmpose) or ControlNet-style on black (openpose) '
+                   '(default: %(default)s)')
+    o.add_argument('--export-format', nargs='+', default=[],
+                   choices=('coco17', 'coco_wholebody', 'openpose'),
+                   metavar='FORMAT',
+                   help='also write the pose in these keypoint formats: '
+                   'coco17, coco_wholebody, openpose (OpenPose JSON, as '
+                   'ControlNet tools read) to OUT_DIR/pose_<format>/')
+    o.add_argument('--save-mask', action='store_true',
+                   help='write the person foreground from seg: OUT_DIR/mask/'
+                   '<name>.png (soft mask), <name>_rgba.png (cut-out) and '
+                   '<name>_person<i>.png per pose box')
     from sapiens_mm.utils import add_debug_argument
     add_debug_argument(p)
     return p
@@ -172,7 +194,8 @@ def models_from_args(args: argparse.Namespace) -> dict:
         models[task] = dict(config=None, checkpoint=ckpt)
     if not models:
         raise ValueError('No model given: use --checkpoints CKPT [CKPT ...] '
-                         'or --pose/--seg/--depth/--normal CKPT (and/or '
+                         'or --pose/--seg/--depth/--normal/--pointmap/'
+                         '--albedo CKPT (and/or '
                          '--<task>-config CFG).')
     return models
 
@@ -212,11 +235,13 @@ def main(argv: Optional[Sequence[str]] = None,
 
     from .inferencers import SapiensInferencer
     bboxes = _load_bboxes(args.bboxes)
+    models = models_from_args(args)
     if not (args.no_save_pred and args.no_save_vis):
+        # before any model is built or run
         from sapiens_mm.engine.fileio import ensure_writable_dir
         ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
     inferencer = SapiensInferencer(
-        models=models_from_args(args),
+        models=models,
         tasks=args.tasks,
         device=args.device,
         batch_size=args.batch_size,
@@ -249,7 +274,10 @@ def main(argv: Optional[Sequence[str]] = None,
             wait_time=args.wait_time,
             draw_bbox=not args.no_draw_bbox,
             max_frames=args.max_frames,
-            show_progress=not args.no_progress):
+            show_progress=not args.no_progress,
+            skeleton_style=args.skeleton_style,
+            export_formats=args.export_format,
+            save_mask=args.save_mask):
         summary.append({
             k: result[k]
             for k in ('input', 'name', 'frame_index', 'pred_files',

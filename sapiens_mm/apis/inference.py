@@ -35,15 +35,18 @@ __all__ = [
     'find_pipeline_step', 'set_input_size', 'autocast'
 ]
 
-Task = Literal['pose', 'seg', 'depth', 'normal']
+Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo']
 #: Tasks in the order the inferencer runs them (segmentation first: it
-#: masks depth / normals).
-TASKS: Tuple[str, ...] = ('seg', 'depth', 'normal', 'pose')
+#: masks depth / normals / pointmaps). pointmap and albedo are Sapiens2's.
+TASKS: Tuple[str, ...] = ('seg', 'depth', 'normal', 'pointmap', 'albedo',
+                          'pose')
 #: The OpenMMLab registry scope that builds each task's model.
 TASK_SCOPES: Dict[str, str] = dict(pose='mmpose',
                                    seg='mmseg',
                                    depth='mmseg',
-                                   normal='mmseg')
+                                   normal='mmseg',
+                                   pointmap='mmseg',
+                                   albedo='mmseg')
 #: Names accepted for the inference precision.
 DTYPES: Dict[str, torch.dtype] = {
     'fp32': torch.float32,
@@ -83,7 +86,9 @@ def load_config(config: ConfigType,
 
 def task_of_config(cfg: Config) -> str:
     """The task of a model config: ``TopdownPoseEstimator`` is pose,
-    ``EncoderDecoder`` is seg, ``SapiensDenseEstimator`` is its ``task``.
+    ``EncoderDecoder`` is seg, ``SapiensDenseEstimator`` (depth / normal)
+    and ``Sapiens2DenseEstimator`` (normal / pointmap / albedo) are their
+    ``task``.
 
     Raises:
         ValueError: Another model type.
@@ -95,6 +100,8 @@ def task_of_config(cfg: Config) -> str:
         return 'seg'
     if model_type == 'SapiensDenseEstimator':
         return cfg.model.get('task', 'depth')
+    if model_type == 'Sapiens2DenseEstimator':
+        return cfg.model.get('task', 'normal')
     raise ValueError(
         f'Config model type {model_type!r} is not a Sapiens task model; '
         'expected TopdownPoseEstimator (pose), EncoderDecoder (seg) or '
@@ -278,9 +285,11 @@ def set_input_size(cfg: Config,
                    train: bool = False) -> Config:
     """A copy of ``cfg`` whose model runs at ``input_size`` (H, W).
 
-    Always: pose ``TopdownAffine`` of the test pipeline and the codec
-    (``model.head.decoder``, keeping the heatmap stride); dense tasks the
-    test pipeline's ``Resize`` and the data preprocessor's ``size``. The
+    Always: pose ``TopdownAffine`` (or ``Sapiens2TopdownAffine``) of the
+    test pipeline and the codec (``model.head.decoder``, keeping the heatmap
+    stride); dense tasks the test pipeline's ``Resize`` (``AreaCubicResize``,
+    or Sapiens2's ``ResizePadImage``) and the data preprocessor's ``size``.
+    A Sapiens2 pointmap head runs at its own size only (refused otherwise). The
     backbone keeps its ``img_size`` (and so a checkpoint's position
     embeddings, resized to the new patch grid in the forward pass).
 
@@ -313,7 +322,8 @@ def set_input_size(cfg: Config,
                 f'heatmap stride {stride}.')
         codec['input_size'] = (w, h)
         codec['heatmap_size'] = (w // stride, h // stride)
-        step = find_pipeline_step(pipeline, 'TopdownAffine')
+        step = (find_pipeline_step(pipeline, 'TopdownAffine')
+                or find_pipeline_step(pipeline, 'Sapiens2TopdownAffine'))
         if step is None:
             raise ValueError('The pose test pipeline has no TopdownAffine '
                              'step to set the input size in.')
@@ -321,24 +331,39 @@ def set_input_size(cfg: Config,
         if 'codec' in cfg:
             cfg.codec = copy.deepcopy(codec)
     else:
-        step = find_pipeline_step(pipeline, 'Resize')
-        if step is None or step.get('keep_ratio', False):
+        pad = find_pipeline_step(pipeline, 'ResizePadImage')  # Sapiens2
+        step = (find_pipeline_step(pipeline, 'Resize')
+                or find_pipeline_step(pipeline, 'AreaCubicResize'))
+        if pad is not None:
+            pad['size'] = (h, w)
+        elif step is None or step.get('keep_ratio', False):
             raise ValueError(
                 'The test pipeline needs a Resize(keep_ratio=False) step to '
                 'run the model at a fixed input size.')
-        step['scale'] = (w, h)
+        else:
+            step['scale'] = (w, h)
         cfg.model.data_preprocessor.size = (h, w)
+        featmap = cfg.model.decode_head.get('featmap_size')
+        if featmap is not None and tuple(featmap) != (h // patch,
+                                                      w // patch):
+            raise ValueError(
+                f'This pointmap head only runs at '
+                f'{featmap[0] * patch}x{featmap[1] * patch} (its scale '
+                f'branch flattens a {tuple(featmap)} feature map); '
+                f'input_size={tuple(input_size)} cannot be used.')
     if train:
         cfg.model.backbone.img_size = (h, w)
         for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
             loader = cfg.get(key)
             for t in (loader.dataset.pipeline if loader else []):
                 name = _step_name(t)
-                if name in ('RandomResize', 'Resize'):
+                if name in ('RandomResize', 'Resize', 'AreaCubicResize'):
                     t['scale'] = (w, h)
+                elif name == 'ResizePadImage':
+                    t['size'] = (h, w)
                 elif name == 'RandomCrop':
                     t['crop_size'] = (h, w)
-                elif name == 'TopdownAffine':
+                elif name in ('TopdownAffine', 'Sapiens2TopdownAffine'):
                     t['input_size'] = (w, h)
                 elif name == 'GenerateTarget':
                     t['encoder'] = copy.deepcopy(cfg.model.head.decoder)

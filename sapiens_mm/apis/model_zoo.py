@@ -32,8 +32,9 @@ from sapiens_mm.checkpoint import get_state_dict, load_file
 
 __all__ = [
     'SapiensModelInfo', 'UnrecognizedCheckpointError', 'EMBED_DIMS_TO_SIZE',
-    'SAPIENS2_EMBED_DIMS_TO_SIZE', 'config_root', 'shipped_config',
-    'parse_checkpoint_name', 'recognize_state_dict', 'recognize_checkpoint'
+    'SAPIENS2_EMBED_DIMS_TO_SIZE', 'config_root', 'config_path', 'get_config',
+    'shipped_config', 'parse_checkpoint_name', 'recognize_state_dict',
+    'recognize_checkpoint'
 ]
 
 Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo']
@@ -159,19 +160,78 @@ class SapiensModelInfo:
 
 
 def config_root() -> Path:
-    """The ``configs/`` folder of the sapiens_mm checkout.
+    """The folder of the shipped configs.
+
+    An installed wheel carries them inside the package
+    (``sapiens_mm/.mim/configs``, OpenMMLab's convention); a source checkout
+    (and an editable install of it) has them in ``configs/`` next to the
+    package.
 
     Raises:
-        FileNotFoundError: The package was installed without its configs.
+        FileNotFoundError: Neither exists.
     """
-    root = Path(__file__).resolve().parents[2] / 'configs'
-    if not root.is_dir():
+    package = Path(__file__).resolve().parents[1]
+    for root in (package / '.mim' / 'configs', package.parent / 'configs'):
+        if (root / '_base_').is_dir() and (root / 'pose').is_dir():
+            return root
+    raise FileNotFoundError(
+        f'The sapiens_mm configs were found neither in the package '
+        f'({package / ".mim" / "configs"}) nor in a checkout '
+        f'({package.parent / "configs"}). Reinstall sapiens_mm (pip install '
+        '.) or pass a config file together with the checkpoint.')
+
+
+def config_path(name: str) -> Path:
+    """The shipped config called ``name``.
+
+    Args:
+        name: A config file name with or without ``.py``
+            (``'sapiens_0.3b-210e_goliath-1024x768'``), or its path under the
+            configs folder (``'pose/goliath/sapiens_0.3b-210e_goliath-1024x768'``).
+
+    Returns:
+        Absolute path of the config file.
+
+    Raises:
+        FileNotFoundError: No shipped config has that name (the message
+            lists close names).
+        ValueError: Several configs have that file name (give the path).
+    """
+    root = config_root()
+    stem = name[:-3] if name.endswith('.py') else name
+    direct = root / f'{stem}.py'
+    if '/' in stem and direct.is_file() and '_base_' not in direct.parts:
+        return direct
+    found = sorted(p for p in root.rglob(f'{Path(stem).name}.py')
+                   if '_base_' not in p.relative_to(root).parts)
+    if len(found) > 1:
+        raise ValueError(
+            f'Several shipped configs are called {name!r}: '
+            f'{[str(p.relative_to(root)) for p in found]}; give the path '
+            'under configs/.')
+    if not found:
+        import difflib
+        names = sorted(p.stem for p in root.rglob('*.py')
+                       if '_base_' not in p.relative_to(root).parts)
+        close = difflib.get_close_matches(Path(stem).name, names, n=3)
         raise FileNotFoundError(
-            f'The sapiens_mm configs folder was not found at {root}: it '
-            'ships with the source checkout. Install sapiens_mm from the '
-            'repository (`pip install -e .`) or pass a config file together '
-            'with the checkpoint.')
-    return root
+            f'No shipped config is called {name!r}'
+            + (f'; did you mean {close}?' if close else '.')
+            + f' The configs are under {root}.')
+    return found[0]
+
+
+def get_config(name: str):
+    """The shipped config called ``name``, loaded
+    (:class:`mmengine.config.Config`); see :func:`config_path`.
+
+    Example:
+        >>> cfg = get_config('sapiens_0.3b-210e_goliath-1024x768')
+        >>> cfg.model.backbone.arch
+        'sapiens_0.3b'
+    """
+    from mmengine.config import Config
+    return Config.fromfile(str(config_path(name)))
 
 
 def shipped_config(task: str, size: str,
@@ -234,7 +294,7 @@ def _existing_config(template: str, task: str, size: str) -> Path:
     if not path.is_file():
         raise FileNotFoundError(
             f'Expected the config {path} for a {size} {task} model; it is '
-            'missing from this checkout. Pass a config file explicitly.')
+            'missing from this installation. Pass a config file explicitly.')
     return path
 
 

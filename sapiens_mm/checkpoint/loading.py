@@ -4,11 +4,16 @@ Every load is ``torch.load(..., weights_only=True)`` with an explicit
 allowlist of the (non-tensor) Python types that real checkpoints contain:
 numpy arrays and scalars (mmengine's Runner stores them in ``meta`` and
 ``message_hub``) and mmengine's ``HistoryBuffer`` (whose pickled statistics
-methods need a ``getattr`` restricted to exactly those methods). Anything else is refused
-before it can run: a pickle whose ``__reduce__`` calls ``os.system`` is never
-executed. A user who trusts a file that needs another type can allow it with
-:func:`add_trusted_types` or the ``SAPIENS_MM_TRUSTED_TYPES`` environment
-variable (comma-separated ``module.Name`` entries).
+methods need a ``getattr`` restricted to exactly those methods). Anything
+else is refused before it can run: a pickle whose ``__reduce__`` calls
+``os.system`` is never executed. numpy scalars are built through a guarded
+``scalar`` that refuses dtypes holding Python objects (raw bytes would
+become object pointers). A user who trusts a file that needs another data
+class can allow it with :func:`add_trusted_types` or the
+``SAPIENS_MM_TRUSTED_TYPES`` environment variable (comma-separated
+``module.Name`` entries); functions and anything from ``os``,
+``subprocess``, ``builtins.eval`` and the like are refused even then.
+Weights with NaN / inf values are refused by :func:`load_state_dict`.
 
 ``.safetensors`` files (the Sapiens2 release format; tensors only, no
 pickle) are read with the ``safetensors`` package, recognised by suffix or
@@ -56,24 +61,69 @@ def _multiarray():
         return importlib.import_module('numpy.core.multiarray')
 
 
+def _holds_objects(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` has a Python-object part, judged from its fields
+    and sub-arrays, not from its ``hasobject`` flag: the flags are part of a
+    pickled dtype's state, so a crafted file can clear them while keeping an
+    ``'O'`` field."""
+    if dtype.kind == 'O' or dtype.hasobject:
+        return True
+    if dtype.fields:
+        return any(_holds_objects(f[0]) for f in dtype.fields.values())
+    if dtype.subdtype is not None:
+        return _holds_objects(dtype.subdtype[0])
+    return False
+
+
 def _numpy_scalar(dtype: Any, *args: Any) -> Any:
     """Stand-in for ``numpy.core.multiarray.scalar`` while unpickling.
 
     ``scalar(dtype, raw_bytes)`` copies the bytes into a new scalar. With a
     dtype that holds Python objects (``'O'``, or a void dtype with an object
-    field, which a file can build from the allowlisted ``numpy.dtype``) the
-    bytes become object *pointers*: reading or freeing the scalar then
-    crashes the process or worse. Real numpy scalars never have such a
-    dtype (object "scalars" pickle as the object itself), so they are
-    refused.
+    field, which a file can build from the allowlisted ``numpy.dtype``, its
+    "has objects" flags cleared) the bytes become object *pointers*: reading
+    the scalar then crashes the process or worse. Real numpy scalars never
+    have such a dtype (object "scalars" pickle as the object itself), so
+    they are refused.
     """
-    if not isinstance(dtype, np.dtype) or dtype.hasobject:
+    if not isinstance(dtype, np.dtype) or _holds_objects(dtype):
         raise CheckpointTypeError(
             f'Refused numpy scalar of dtype {dtype!r} while unpickling: a '
             'scalar whose dtype holds Python objects would be built from raw '
             'bytes (object pointers). Real checkpoints never contain one; '
             'the file is corrupt or malicious.')
     return _multiarray().scalar(dtype, *args)
+
+
+def _refuse_numpy_objects(obj: Any, path: str) -> None:
+    """Refuse numpy arrays / dtypes with a Python-object part anywhere in a
+    loaded checkpoint (an array rebuilt from raw bytes with such a dtype
+    holds forged object pointers). Only dtypes are inspected, never the
+    elements, so nothing is dereferenced."""
+    seen, todo = set(), [obj]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        dtype = None
+        if isinstance(item, np.dtype):
+            dtype = item
+        elif isinstance(item, (np.ndarray, np.generic)):
+            dtype = item.dtype
+        if dtype is not None and _holds_objects(dtype):
+            raise CheckpointTypeError(
+                f'Refused to load checkpoint {path}: it holds a numpy '
+                f'array / dtype {dtype!r} with Python objects built from raw '
+                'bytes (forged object pointers). Real checkpoints never '
+                'contain one; the file is corrupt or malicious.')
+        if isinstance(item, dict):
+            todo.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            todo.extend(item)
+        elif not isinstance(item, (torch.Tensor, np.ndarray, np.generic,
+                                   str, bytes, int, float, bool, type(None))):
+            todo.extend(getattr(item, '__dict__', {}).values())
 
 
 def _numpy_types() -> List[Any]:
@@ -304,8 +354,8 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
     allowed = trusted_types()
     try:
         with torch.serialization.safe_globals(allowed):
-            return torch.load(path, map_location=map_location,
-                              weights_only=True)
+            loaded = torch.load(path, map_location=map_location,
+                                weights_only=True)
     except pickle.UnpicklingError as e:
         refused = _REFUSED_RE.search(str(e))
         if refused is not None:
@@ -340,6 +390,8 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
         # truncated legacy file, ...
         first = str(e).splitlines()[0] if str(e) else 'no details'
         raise _not_a_checkpoint(path, f'{type(e).__name__}: {first}') from None
+    _refuse_numpy_objects(loaded, path)
+    return loaded
 
 
 def get_state_dict(checkpoint: Any) -> 'OrderedDict[str, torch.Tensor]':

@@ -144,8 +144,8 @@ def _flat(kpts: np.ndarray, scores: np.ndarray) -> List[float]:
 
 
 def to_openpose(keypoints: np.ndarray, scores: np.ndarray,
-                source_names: Sequence[str], width: int,
-                height: int) -> dict:
+                source_names: Sequence[str], width: int, height: int,
+                person_ids: Optional[Sequence[int]] = None) -> dict:
     """People's keypoints as an OpenPose JSON document.
 
     Args:
@@ -154,6 +154,8 @@ def to_openpose(keypoints: np.ndarray, scores: np.ndarray,
         source_names: (K,) source keypoint names.
         width: Image (canvas) width.
         height: Image (canvas) height.
+        person_ids: (N,) track IDs for OpenPose's ``person_id`` (default:
+            -1, untracked).
 
     Returns:
         ``{'version': 1.3, 'people': [...], 'canvas_width', 'canvas_height'}``
@@ -169,7 +171,8 @@ def to_openpose(keypoints: np.ndarray, scores: np.ndarray,
     n = len(next(iter(parts.values()))[0])
     people = []
     for i in range(n):
-        person = {'person_id': [-1]}
+        pid = -1 if person_ids is None else int(person_ids[i])
+        person = {'person_id': [pid]}
         for field, (k, s) in parts.items():
             person[field] = _flat(k[i], s[i])
         people.append(person)
@@ -230,8 +233,10 @@ def convert_pose_record(record: dict, fmt: ExportFormat,
     if source_names is not None:
         names = list(source_names)
     if fmt == 'openpose':
+        ids = [inst.get('track_id', -1) for inst in record.get('instances',
+                                                                [])]
         return to_openpose(kpts, scores, names, record['width'],
-                           record['height'])
+                           record['height'], ids)
     out_k, out_s = convert_keypoints(kpts, scores, names, fmt)
     doc = {k: v for k, v in record.items()
            if k not in ('instances', 'keypoint_names', 'skeleton_links')}

@@ -14,7 +14,11 @@ raw head output:
     mirrored crop (as eager mmpose does).
   - seg ``logits`` ``(N, C, H/2, W/2)``: class logits.
   - depth ``depth`` ``(N, 1, H, W)``: relative depth (larger = farther).
-  - normal ``normal`` ``(N, 3, H/2, W/2)``: un-normalised XYZ normals.
+  - normal ``normal`` ``(N, 3, H/2, W/2)``: un-normalised XYZ normals
+    (Sapiens2: at ``H x W``).
+  - Sapiens2 pointmap ``pointmap`` ``(N, 3, H, W)``: metric camera-frame XYZ
+    (the canonical pointmap divided by the predicted scale).
+  - Sapiens2 albedo ``albedo`` ``(N, 3, H, W)``: RGB, not clamped.
 
 The batch dimension is dynamic: one file serves any batch size. What a
 consumer needs to pre- and post-process (task, input size, mean / std,
@@ -24,12 +28,11 @@ heatmap codec, the full config) is stored with the file: in the ONNX
 archive (``extra/sapiens_mm.json``) and in a JSON sidecar
 ``<name>.pt2.json``. :func:`read_metadata` reads either.
 """
-import copy
 import json
 import os
 import os.path as osp
 import zipfile
-from typing import Dict, List, Literal, Optional, Sequence, Tuple, Union
+from typing import Dict, Literal, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -39,6 +42,8 @@ from sapiens_mm.apis.inference import (find_pipeline_step, init_model,
                                        load_config, pose_dataset_meta,
                                        seg_dataset_meta, set_input_size,
                                        skeleton_name, task_of_config)
+
+from sapiens_mm.engine.fileio import atomic_write
 
 from .safe_load import UnsafeModelError, config_to_data
 
@@ -56,7 +61,9 @@ DEFAULT_OPSET = 18
 OUTPUT_NAMES = dict(pose='heatmaps',
                     seg='logits',
                     depth='depth',
-                    normal='normal')
+                    normal='normal',
+                    pointmap='pointmap',
+                    albedo='albedo')
 INPUT_NAME = 'images'
 #: 2: the config is stored as data (:func:`~sapiens_mm.deploy.safe_load.
 #: config_to_data`); 1 stored Python text, which is no longer executed.
@@ -72,7 +79,14 @@ _OUTPUT_MEANING = dict(
     'unit; resize bilinearly to the input size, then to the image size',
     normal='camera-frame surface normals XYZ (N, 3, H/stride, W/stride), not '
     'normalised; resize bilinearly to the input size, then to the image '
-    'size, then divide by the L2 norm over the 3 channels')
+    'size, then divide by the L2 norm over the 3 channels (Sapiens2: '
+    'normalise first, crop the ResizePadImage padding, then resize)',
+    pointmap='metric camera-frame XYZ (N, 3, H, W) (Sapiens2: the canonical '
+    'pointmap divided by the predicted scale); crop the ResizePadImage '
+    'padding, blur (4 x 3x3 Gaussian, sigma 0.8) when upsampling, resize '
+    'bilinearly to the image size',
+    albedo='RGB albedo (N, 3, H, W); clamp to [0, 1], crop the '
+    'ResizePadImage padding, resize bilinearly to the image size')
 
 
 def _model_input_size(cfg: Config, task: str) -> Tuple[int, int]:
@@ -93,9 +107,11 @@ class SapiensExportModule(nn.Module):
 
     Args:
         model: A built pose (``TopdownPoseEstimator``), seg
-            (``EncoderDecoder``) or depth / normal
-            (``SapiensDenseEstimator``) model.
-        task: ``'pose'``, ``'seg'``, ``'depth'`` or ``'normal'``.
+            (``EncoderDecoder``), depth / normal (``SapiensDenseEstimator``)
+            or Sapiens2 normal / pointmap / albedo
+            (``Sapiens2DenseEstimator``) model.
+        task: ``'pose'``, ``'seg'``, ``'depth'``, ``'normal'``,
+            ``'pointmap'`` or ``'albedo'``.
         mean: Per-channel mean in the model's channel order (RGB when
             ``bgr_to_rgb``), 0-255 scale.
         std: Per-channel standard deviation, same order.
@@ -109,7 +125,8 @@ class SapiensExportModule(nn.Module):
 
     def __init__(self,
                  model: nn.Module,
-                 task: Literal['pose', 'seg', 'depth', 'normal'],
+                 task: Literal['pose', 'seg', 'depth', 'normal', 'pointmap',
+                               'albedo'],
                  mean: Sequence[float],
                  std: Sequence[float],
                  bgr_to_rgb: bool = True,
@@ -117,8 +134,8 @@ class SapiensExportModule(nn.Module):
                  flip_dense: bool = False) -> None:
         super().__init__()
         if task not in OUTPUT_NAMES:
-            raise ValueError(f'task must be "pose", "seg", "depth" or '
-                             f'"normal", got {task!r}.')
+            raise ValueError(f'task must be one of {list(OUTPUT_NAMES)}, '
+                             f'got {task!r}.')
         self.model, self.task = model, task
         self.bgr_to_rgb = bool(bgr_to_rgb)
         self.register_buffer('mean',
@@ -138,6 +155,9 @@ class SapiensExportModule(nn.Module):
         feats = self.model.extract_feat(x)
         if self.task == 'pose':
             return self.model.head.forward(feats)
+        if self.task == 'pointmap':  # Sapiens2: (canonical, scale) -> metric
+            head = self.model.decode_head
+            return head.metric_pointmap(*head.forward(feats))
         return self.model.decode_head.forward(feats)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -196,7 +216,7 @@ def check_test_cfg(task: str, model: nn.Module) -> Tuple[bool, bool]:
         raise ValueError(
             f'test_cfg.mode={mode!r}: an exported model predicts the whole '
             'image at once; set model.test_cfg.mode="whole".')
-    return False, task in ('depth', 'normal') and bool(
+    return False, task in ('depth', 'normal', 'pointmap', 'albedo') and bool(
         test_cfg.get('flip', False))
 
 
@@ -362,9 +382,16 @@ def export_model(config: Union[str, Config],
     meta_json = json.dumps(meta)
     if 'pt2' in formats:
         path = osp.join(out_dir, f'{name}.pt2')
-        torch.export.save(program, path, extra_files={_PT2_EXTRA: meta_json})
-        with open(path + '.json', 'w') as f:
-            json.dump(meta, f, indent=1)
+        # written beside the target, then renamed: never a partial .pt2
+        tmp = osp.join(out_dir, f'.{name}.pt2.tmp{os.getpid()}')
+        try:
+            torch.export.save(program, tmp,
+                              extra_files={_PT2_EXTRA: meta_json})
+            os.replace(tmp, path)
+        finally:
+            if osp.exists(tmp):
+                os.remove(tmp)
+        atomic_write(json.dumps(meta, indent=1), path + '.json')
         written['pt2'] = path
         written['pt2_json'] = path + '.json'
     if 'onnx' in formats:

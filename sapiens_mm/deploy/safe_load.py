@@ -75,7 +75,10 @@ def config_to_data(cfg) -> dict:
 
     def encode(value: Any, where: str) -> Any:
         if isinstance(value, dict):
-            return {str(k): encode(v, f'{where}.{k}') for k, v in value.items()}
+            return {
+                str(k): encode(v, f'{where}.{k}')
+                for k, v in value.items()
+            }
         if isinstance(value, tuple):
             return {_TUPLE: [encode(v, f'{where}[{i}]')
                              for i, v in enumerate(value)]}

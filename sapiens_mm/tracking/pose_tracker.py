@@ -23,6 +23,9 @@ __all__ = ['PoseTracker', 'bbox_iou', 'keypoint_oks', 'bboxes_from_keypoints']
 #: OKS sigma of a keypoint when the dataset gives none (about the mean of
 #: COCO's 17 sigmas).
 DEFAULT_SIGMA = 0.07
+#: Fastest predicted motion of a track, in box sizes per frame (a person
+#: running across a 30 fps frame moves about 0.05 of its height per frame).
+MAX_SPEED = 0.15
 
 
 def bbox_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -320,7 +323,13 @@ class PoseTracker:
         else:
             step = ((bbox[:2] + bbox[2:]) -
                     (track.bbox[:2] + track.bbox[2:])) / 2
-        track.velocity = 0.5 * track.velocity + 0.5 * step / gap
+        velocity = 0.5 * track.velocity + 0.5 * step / gap
+        # At most MAX_SPEED box sizes per frame: erratic keypoints (an
+        # unsure model) must not throw the prediction off the person.
+        limit = MAX_SPEED * max(bbox[2] - bbox[0], bbox[3] - bbox[1], 1.)
+        speed = float(np.hypot(*velocity))
+        track.velocity = velocity * min(1., limit / speed) if speed else \
+            velocity
         track.bbox, track.keypoints = bbox.copy(), keypoints.copy()
         track.visible, track.frame = visible.copy(), self.frame
         return track.track_id

@@ -3,13 +3,14 @@
 * :func:`colorize_depth`: inferno colour map of the relative depth (near is
   bright), background black.
 * :func:`colorize_normal`: surface normals as RGB, ``(n + 1) / 2 * 255``.
+* :func:`colorize_albedo`: Sapiens2 albedo (RGB in [0, 1]) as an image.
 """
 from typing import Optional
 
 import cv2
 import numpy as np
 
-__all__ = ['colorize_depth', 'colorize_normal']
+__all__ = ['colorize_depth', 'colorize_normal', 'colorize_albedo']
 
 
 def _valid(values: np.ndarray, mask: Optional[np.ndarray]) -> np.ndarray:
@@ -64,6 +65,25 @@ def colorize_normal(normal: np.ndarray,
     normal = np.asarray(normal, np.float32)
     valid = _valid(normal, mask)
     rgb = np.clip((np.nan_to_num(normal) + 1.0) * 0.5 * 255.0, 0, 255)
+    out = np.round(rgb).astype(np.uint8)[..., ::-1].copy()
+    out[~valid] = 0
+    return out
+
+
+def colorize_albedo(albedo: np.ndarray,
+                    mask: Optional[np.ndarray] = None) -> np.ndarray:
+    """Albedo as an image: RGB ``clip(a, 0, 1) * 255``.
+
+    Args:
+        albedo: (H, W, 3) RGB albedo in [0, 1].
+        mask: (H, W) foreground, or None for all finite pixels.
+
+    Returns:
+        (H, W, 3) uint8 BGR; invalid pixels black.
+    """
+    albedo = np.asarray(albedo, np.float32)
+    valid = _valid(albedo, mask)
+    rgb = np.clip(np.nan_to_num(albedo), 0.0, 1.0) * 255.0
     out = np.round(rgb).astype(np.uint8)[..., ::-1].copy()
     out[~valid] = 0
     return out

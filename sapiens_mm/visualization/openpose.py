@@ -15,7 +15,7 @@ the ControlNet colours.
 """
 import colorsys
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Literal, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -23,7 +23,12 @@ import numpy as np
 from sapiens_mm.datasets.keypoint_formats import OPENPOSE_PARTS, convert_keypoints
 
 __all__ = ['draw_openpose', 'OPENPOSE_LIMBS', 'OPENPOSE_COLORS',
-           'OPENPOSE_HAND_EDGES']
+           'OPENPOSE_HAND_EDGES', 'SKELETON_STYLES', 'SkeletonStyle']
+
+#: How pose results are drawn: over the image in the layout's own colours
+#: (:func:`~sapiens_mm.visualization.draw_pose`) or ControlNet-style.
+SkeletonStyle = Literal['mmpose', 'openpose']
+SKELETON_STYLES: Tuple[str, ...] = ('mmpose', 'openpose')
 
 #: Body limbs of the 18-point OpenPose (COCO-18) layout, 0-based:
 #: neck-shoulders, arms, neck-hips, legs, neck-nose, eyes and ears.

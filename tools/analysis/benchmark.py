@@ -8,4 +8,5 @@ See ``--help`` and :mod:`sapiens_mm.apis.benchmark`.
 from sapiens_mm.apis.benchmark import main
 
 if __name__ == '__main__':
-    main(prog='tools/analysis/benchmark.py')
+    main(prog='tools/analysis/benchmark.py',
+         echo=lambda text: print(text, flush=True))

@@ -113,7 +113,8 @@ def run_benchmark(bench, label: str, argv) -> bool:
     start = time.perf_counter()
     ok = True
     try:
-        bench.main(argv, prog='benchmark.py')
+        bench.main(argv, prog='benchmark.py',
+                   echo=lambda text: print(text, flush=True))
     except (Exception, SystemExit) as e:
         ok = False
         print(f'-- {label} FAILED: {e!r}')

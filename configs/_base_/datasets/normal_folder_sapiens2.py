@@ -3,8 +3,9 @@
 # value > 0) and normals/<stem>.npy ((H, W, 3) camera-frame normals,
 # OpenCV axes).
 # Official pipelines: PhotoMetric, Scale 0.5-2 (p 0.3), Crop (p 0.3),
-# Flip (p 0.3), Resize (minus DownUpSample, Blur, Noise and Solarize,
-# which have no upstream transform); test: the official
+# Flip (p 0.3), Resize, with DownUpSample (p 0.2) and Blur, Noise and
+# Solarize (p 0.3 each; strengths not in the facts: sigma 0.1-2, noise std
+# 2-10, threshold 128); test: the official
 # ResizePadImage (aspect kept, centre pad to 1024x768), the prediction is
 # cropped and resized back to the original size by the estimator.
 dataset_type = 'NormalFolderDataset'
@@ -15,6 +16,7 @@ train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='LoadDenseAnnotations'),
     dict(type='PhotoMetricDistortion'),
+    dict(type='RandomDownUpSample', prob=0.2, scale_range=(0.1, 0.7)),
     dict(
         type='RandomApply',
         transforms=[
@@ -31,6 +33,10 @@ train_pipeline = [
         prob=0.3),
     dict(type='DenseRandomFlip', prob=0.3),
     dict(type='Resize', scale=(image_size[1], image_size[0]), keep_ratio=False),
+    dict(type='mmpretrain.GaussianBlur', magnitude_range=(0.1, 2.0),
+         prob=0.3),
+    dict(type='RandomGaussianNoise', prob=0.3),
+    dict(type='mmpretrain.Solarize', thr=128, prob=0.3),
     dict(type='GenerateNormalTarget'),
     dict(type='PackDenseInputs'),
 ]

@@ -2,8 +2,8 @@
 # BodyPartSegDataset (<data_root>/<split>/images, <split>/masks; see
 # seg_goliath.py) in the 29-class dome_29 vocabulary. Masks in the original
 # 34 Goliath ids: label_map='goliath_34_to_29'; masks in v1's 28 ids:
-# label_map='goliath_28_to_29'. Official pipeline minus its GaussianBlur and
-# Noise steps (p 0.3 each; no upstream transform).
+# label_map='goliath_28_to_29'. The official pipeline (the blur and noise
+# strengths are not in the facts: sigma 0.1-2, noise std 2-10).
 dataset_type = 'BodyPartSegDataset'
 data_root = 'data/goliath'
 # Background pictures without people for RandomBackground (official p=0.8).
@@ -25,6 +25,9 @@ train_pipeline = [
             dict(type='RandomCrop', crop_size=image_size, cat_max_ratio=0.75)
         ],
         prob=0.3),
+    dict(type='mmpretrain.GaussianBlur', magnitude_range=(0.1, 2.0),
+         prob=0.3),
+    dict(type='RandomGaussianNoise', prob=0.3),
     dict(type='RandomRotate', prob=0.5, degree=60, seg_pad_val=0),
     dict(type='BodyPartRandomFlip', prob=0.5, vocab='dome_29'),
     dict(type='PhotoMetricDistortion'),

@@ -47,6 +47,7 @@ train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='LoadDenseAnnotations'),
     dict(type='PhotoMetricDistortion'),
+    dict(type='RandomDownUpSample', prob=0.2, scale_range=(0.1, 0.7)),
     dict(
         type='RandomApply',
         transforms=[
@@ -63,6 +64,10 @@ train_pipeline = [
         prob=0.3),
     dict(type='DenseRandomFlip', prob=0.3),
     dict(type='Resize', scale=(image_size[1], image_size[0]), keep_ratio=False),
+    dict(type='mmpretrain.GaussianBlur', magnitude_range=(0.1, 2.0),
+         prob=0.3),
+    dict(type='RandomGaussianNoise', prob=0.3),
+    dict(type='mmpretrain.Solarize', thr=128, prob=0.3),
     dict(type='GenerateAlbedoTarget'),
     dict(type='PackDenseInputs'),
 ]

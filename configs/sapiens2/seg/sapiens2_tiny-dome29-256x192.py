@@ -61,6 +61,9 @@ train_pipeline = [
             dict(type='RandomCrop', crop_size=image_size, cat_max_ratio=0.75)
         ],
         prob=0.3),
+    dict(type='mmpretrain.GaussianBlur', magnitude_range=(0.1, 2.0),
+         prob=0.3),
+    dict(type='RandomGaussianNoise', prob=0.3),
     dict(type='RandomRotate', prob=0.5, degree=60, seg_pad_val=0),
     dict(type='BodyPartRandomFlip', prob=0.5, vocab='dome_29'),
     dict(type='PhotoMetricDistortion'),

@@ -53,8 +53,8 @@ class ResolvedModel:
 
 def _check_task(task: Optional[str], where: str) -> None:
     if task is not None and task not in TASK_SCOPES:
-        raise ValueError(f'Unknown task {task!r} in {where}; use "pose", '
-                         '"seg", "depth" or "normal".')
+        raise ValueError(f'Unknown task {task!r} in {where}; use one of '
+                         f'{", ".join(TASK_SCOPES)}.')
 
 
 def _resolve_exported(checkpoint: str, config,

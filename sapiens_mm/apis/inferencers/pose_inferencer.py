@@ -6,9 +6,10 @@ import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
+from mmpose.datasets.transforms import TopdownAffine
 
 from sapiens_mm.codecs import as_batch_decoder
-from sapiens_mm.visualization import draw_pose
+from sapiens_mm.visualization import SkeletonStyle, draw_openpose, draw_pose
 
 from ..inference import skeleton_name
 from ..model_zoo import SapiensModelInfo
@@ -77,7 +78,7 @@ class PoseInferencer(BaseTaskInferencer):
     def pipeline_input_size(self) -> Optional[tuple]:
         size = [
             s.input_size for s in self.pipeline.transforms
-            if type(s).__name__ == 'TopdownAffine'
+            if isinstance(s, TopdownAffine)  # Sapiens2TopdownAffine too
         ]
         return tuple(size[0]) if size else None
 
@@ -145,11 +146,29 @@ class PoseInferencer(BaseTaskInferencer):
             results.append(dict(pose=pose, samples=mine))
         return results
 
+    @property
+    def keypoint_names(self) -> List[str]:
+        """The model's keypoint names in order (its dataset metainfo)."""
+        meta = self.dataset_meta
+        if 'keypoint_id2name' not in meta:
+            raise ValueError('The pose model\'s metainfo has no keypoint '
+                             'names: give its dataset a registered type or '
+                             'a metainfo with keypoint_info.')
+        return [meta['keypoint_id2name'][i] for i in range(self.num_keypoints)]
+
     def visualize(self,
                   image: np.ndarray,
                   pose: dict,
-                  draw_bbox: bool = True) -> np.ndarray:
-        """The skeletons (and boxes) of one image's people, BGR."""
+                  draw_bbox: bool = True,
+                  style: SkeletonStyle = 'mmpose') -> np.ndarray:
+        """The skeletons of one image's people, BGR: ``'mmpose'`` over the
+        image in the layout's colours (and the boxes), ``'openpose'`` the
+        ControlNet-style skeleton on black (see
+        :func:`sapiens_mm.visualization.draw_openpose`)."""
+        if style == 'openpose':
+            return draw_openpose(pose['keypoints'], pose['keypoint_scores'],
+                                 self.keypoint_names, image.shape[:2],
+                                 kpt_thr=self.kpt_thr)
         return draw_pose(image,
                          pose['keypoints'],
                          pose['keypoint_scores'],

@@ -1,4 +1,5 @@
-"""The multi-task inferencer: pose, body parts, depth and normals at once.
+"""The multi-task inferencer: pose, body parts, depth and normals at once
+(and Sapiens2's pointmaps and albedo).
 
 :class:`SapiensInferencer` follows the conventions of mmengine's
 ``BaseInferencer`` and of ``MMPoseInferencer`` / ``MMSegInferencer``: build
@@ -33,8 +34,14 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 from tqdm import tqdm
 
+from sapiens_mm.datasets.keypoint_formats import (EXPORT_FORMATS,
+                                                  convert_pose_record)
 from sapiens_mm.tracking import (DepthStabilizer, NormalStabilizer,
                                  PoseTracker, bboxes_from_keypoints)
+from sapiens_mm.utils.foreground import (person_cutouts, rgba_cutout,
+                                         soft_foreground)
+from sapiens_mm.utils.pointcloud import write_ply
+from sapiens_mm.visualization import SKELETON_STYLES, SkeletonStyle
 
 from ..inference import DTYPES, TASKS, Task
 from ..model_zoo import SapiensModelInfo
@@ -50,7 +57,7 @@ from .utils.writers import VideoWriters, write_json, write_npy, write_png
 
 __all__ = ['SapiensInferencer']
 
-DENSE_TASKS = ('seg', 'depth', 'normal')
+DENSE_TASKS = ('seg', 'depth', 'normal', 'pointmap', 'albedo')
 
 
 class StopRequested(Exception):
@@ -63,7 +70,8 @@ def _nonfinite_counts(pred: dict) -> Dict[str, int]:
     counts = {}
     for task, sample in pred['samples'].items():
         field = {'seg': 'seg_logits', 'depth': 'pred_depth_map',
-                 'normal': 'pred_normal_map'}.get(task)
+                 'normal': 'pred_normal_map', 'pointmap': 'pred_pointmap',
+                 'albedo': 'pred_albedo_map'}.get(task)
         data = getattr(sample, field, None) if field else None
         if data is None:
             continue
@@ -314,7 +322,10 @@ class SapiensInferencer:
                  wait_time: int = 1,
                  draw_bbox: bool = True,
                  max_frames: Optional[int] = None,
-                 show_progress: bool = True) -> List[dict]:
+                 show_progress: bool = True,
+                 skeleton_style: SkeletonStyle = 'mmpose',
+                 export_formats: Sequence[str] = (),
+                 save_mask: bool = False) -> List[dict]:
         """Run the tasks on ``inputs`` and return one result per image or
         video frame. See :meth:`stream` for the arguments and results; this
         collects them in a list (use :meth:`stream` for webcams and long
@@ -322,7 +333,8 @@ class SapiensInferencer:
         return list(
             self.stream(inputs, out_dir, batch_size, bboxes, return_vis,
                         return_datasamples, no_save_pred, no_save_vis, show,
-                        wait_time, draw_bbox, max_frames, show_progress))
+                        wait_time, draw_bbox, max_frames, show_progress,
+                        skeleton_style, export_formats, save_mask))
 
     def stream(self,
                inputs: InputsType,
@@ -337,7 +349,10 @@ class SapiensInferencer:
                wait_time: int = 1,
                draw_bbox: bool = True,
                max_frames: Optional[int] = None,
-               show_progress: bool = True) -> Iterator[dict]:
+               show_progress: bool = True,
+               skeleton_style: SkeletonStyle = 'mmpose',
+               export_formats: Sequence[str] = (),
+               save_mask: bool = False) -> Iterator[dict]:
         """Run the tasks on ``inputs``, yielding one result per image or
         video frame as soon as it is ready.
 
@@ -370,6 +385,19 @@ class SapiensInferencer:
             max_frames: Read at most this many frames of each video /
                 webcam (None: all; a webcam runs until stopped).
             show_progress: Show a progress bar.
+            skeleton_style: ``'mmpose'`` (skeletons over the image in the
+                layout's colours) or ``'openpose'`` (ControlNet-style
+                skeletons on a black canvas; 17, 133 and 308 keypoints).
+            export_formats: Also write each frame's pose in these formats
+                (``'coco17'``, ``'coco_wholebody'``, ``'openpose'``; see
+                :mod:`sapiens_mm.datasets.keypoint_formats`) to
+                ``<out_dir>/pose_<format>/<name>.json``.
+            save_mask: Person foreground from the seg model: the soft mask
+                (``predictions['foreground']``, (H, W) float32 in [0, 1])
+                and, with ``out_dir``, ``mask/<name>.png`` (the soft mask
+                x 255), ``mask/<name>_rgba.png`` (the image with that alpha)
+                and ``mask/<name>_person<i>.png`` (one cut-out per pose box,
+                when pose runs).
 
         Yields:
             dict: ``input`` (path or name), ``name``, ``frame_index`` (None
@@ -381,16 +409,20 @@ class SapiensInferencer:
             ``keypoint_scores`` (N, K), on video ``track_ids`` (N,));
             ``seg``: (H, W) uint8 labels; ``depth``: (H, W)
             float32 relative depth (larger = farther); ``normal``: (H, W, 3)
-            float32 unit normals. When seg ran, depth and normals are NaN
+            float32 unit normals; Sapiens2 ``pointmap``: (H, W, 3) float32
+            metric camera-frame XYZ, ``albedo``: (H, W, 3) float32 RGB.
+            When seg ran, depth, normals, pointmaps and albedo are NaN
             outside the person foreground (label > 0). Also ``pred_files``
-            and ``vis_files`` ({task: path} of what was written),
-            ``nonfinite`` ({task: number of NaN / inf values the model
-            output}, empty when all are finite; each such frame is also
+            and ``vis_files`` ({task: path} of what was written; a pointmap
+            adds ``pointmap_ply``, the coloured point cloud of its finite
+            points), ``nonfinite`` ({task: number of NaN / inf values the
+            model output}, empty when all are finite; each such frame is also
             logged as a warning), plus ``visualization`` / ``datasamples``
             when asked. Two inputs with the same name get distinct output
             names (``x``, ``x_1``...: see ``name``, and the log).
         """
         batch_size = self.check_batch_size(batch_size or self.batch_size)
+        self._check_output_options(skeleton_style, export_formats, save_mask)
         self.skipped = []
         self._video = None
         sources = collect_sources(inputs)
@@ -403,7 +435,10 @@ class SapiensInferencer:
                     return_datasamples=return_datasamples,
                     save_pred=out_dir is not None and not no_save_pred,
                     save_vis=out_dir is not None and not no_save_vis,
-                    show=show, wait_time=wait_time, draw_bbox=draw_bbox)
+                    show=show, wait_time=wait_time, draw_bbox=draw_bbox,
+                    skeleton_style=skeleton_style,
+                    export_formats=tuple(export_formats),
+                    save_mask=save_mask)
         videos = VideoWriters()
         bar = tqdm(total=total, desc='Sapiens inference', unit='img',
                    disable=not show_progress or total == 1)
@@ -445,6 +480,28 @@ class SapiensInferencer:
             videos.release()
             if show:
                 cv2.destroyAllWindows()
+
+    def _check_output_options(self, skeleton_style: str,
+                              export_formats: Sequence[str],
+                              save_mask: bool) -> None:
+        if skeleton_style not in SKELETON_STYLES:
+            raise ValueError(f'skeleton_style must be one of '
+                             f'{", ".join(SKELETON_STYLES)}, got '
+                             f'{skeleton_style!r}.')
+        if isinstance(export_formats, str):
+            raise TypeError('export_formats is a list of formats, e.g. '
+                            f'[{export_formats!r}].')
+        unknown = [f for f in export_formats if f not in EXPORT_FORMATS]
+        if unknown:
+            raise ValueError(f'Unknown export format(s) {unknown}; choose '
+                             f'from {", ".join(EXPORT_FORMATS)}.')
+        if export_formats and 'pose' not in self.task_inferencers:
+            raise ValueError('Exporting keypoint formats needs a pose model '
+                             '(give --pose or a pose checkpoint).')
+        if save_mask and 'seg' not in self.task_inferencers:
+            raise ValueError('The foreground mask (save_mask / --save-mask) '
+                             'comes from the segmentation: give a seg model '
+                             'too (--seg or a seg checkpoint).')
 
     def _prepared_batches(self, sources: List[Source],
                           max_frames: Optional[int], bar: tqdm,
@@ -542,7 +599,7 @@ class SapiensInferencer:
         for pred in preds:  # the person foreground masks the dense outputs
             if 'seg' in pred:
                 background = pred['seg'] == 0
-                for task in ('depth', 'normal'):
+                for task in ('depth', 'normal', 'pointmap', 'albedo'):
                     if task in pred:
                         pred[task][background] = np.nan
         ready = {}
@@ -611,14 +668,18 @@ class SapiensInferencer:
             pred['normal'] = state.normal(pred['normal'])
 
     def visualize(self, frame: Frame, pred: dict,
-                  draw_bbox: bool = True) -> Dict[str, np.ndarray]:
+                  draw_bbox: bool = True,
+                  skeleton_style: SkeletonStyle = 'mmpose'
+                  ) -> Dict[str, np.ndarray]:
         """BGR visualisation of each task's prediction for one frame
-        (depth and normals black outside the seg foreground)."""
+        (depth and normals black outside the seg foreground; the pose in
+        ``skeleton_style``)."""
         fg = pred['seg'] > 0 if 'seg' in pred else None
         vis = {}
         for task, ti in self.task_inferencers.items():
             if task == 'pose':
-                vis[task] = ti.visualize(frame.image, pred['pose'], draw_bbox)
+                vis[task] = ti.visualize(frame.image, pred['pose'], draw_bbox,
+                                         skeleton_style)
             elif task == 'seg':
                 vis[task] = ti.visualize(frame.image, pred['seg'])
             else:
@@ -655,16 +716,29 @@ class SapiensInferencer:
             for task in self.tasks:
                 if task == 'pose':
                     path = osp.join(out_dir, 'pose', stem + '.json')
-                    write_json(
-                        path, self.task_inferencers['pose'].to_json(
-                            result['input'], frame.frame_index,
-                            result['img_shape'], pred['pose']))
+                    record = self.task_inferencers['pose'].to_json(
+                        result['input'], frame.frame_index,
+                        result['img_shape'], pred['pose'])
+                    write_json(path, record)
+                    for fmt in opts['export_formats']:
+                        fmt_path = osp.join(out_dir, f'pose_{fmt}',
+                                            stem + '.json')
+                        write_json(fmt_path, convert_pose_record(record, fmt))
+                        result['pred_files'][f'pose_{fmt}'] = fmt_path
                 else:
                     path = osp.join(out_dir, task, stem + '.npy')
                     write_npy(path, pred[task])
+                    if task == 'pointmap':  # + the coloured point cloud
+                        ply = osp.join(out_dir, task, stem + '.ply')
+                        write_ply(ply, pred[task],
+                                  colors=frame.image[..., ::-1])
+                        result['pred_files']['pointmap_ply'] = ply
                 result['pred_files'][task] = path
+        if opts['save_mask']:
+            self._foreground(frame, pred, result, stem, out_dir)
         if opts['save_vis'] or opts['return_vis'] or opts['show']:
-            vis = self.visualize(frame, pred, opts['draw_bbox'])
+            vis = self.visualize(frame, pred, opts['draw_bbox'],
+                                 opts['skeleton_style'])
             if opts['save_vis']:
                 for task, img in vis.items():
                     if video:
@@ -681,6 +755,26 @@ class SapiensInferencer:
         if opts['return_datasamples']:
             result['datasamples'] = pred['samples']
         return result
+
+    @staticmethod
+    def _foreground(frame: Frame, pred: dict, result: dict, stem: str,
+                    out_dir: Optional[str]) -> None:
+        """The soft person mask (into the result) and its files."""
+        logits = pred['samples']['seg'].seg_logits.data.float().cpu().numpy()
+        alpha = soft_foreground(logits)
+        result['predictions']['foreground'] = alpha
+        if out_dir is None:
+            return
+        base = osp.join(out_dir, 'mask', stem)
+        files = {'mask': base + '.png', 'mask_rgba': base + '_rgba.png'}
+        write_png(files['mask'], np.round(alpha * 255).astype(np.uint8))
+        write_png(files['mask_rgba'], rgba_cutout(frame.image, alpha))
+        boxes = pred['pose']['bboxes'] if 'pose' in pred else []
+        for i, (cut, _) in enumerate(person_cutouts(frame.image, alpha,
+                                                    boxes)):
+            files[f'mask_person{i}'] = f'{base}_person{i}.png'
+            write_png(files[f'mask_person{i}'], cut)
+        result['pred_files'].update(files)
 
     @staticmethod
     def _show(vis: Dict[str, np.ndarray], wait_time: int) -> None:

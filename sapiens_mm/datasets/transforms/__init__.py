@@ -16,3 +16,6 @@ from .area_cubic_resize import AreaCubicResize  # noqa: E402
 __all__ += ['ResizePadImage', 'AreaCubicResize']
 from .sapiens2_topdown_affine import Sapiens2TopdownAffine  # noqa: E402
 __all__ += ['Sapiens2TopdownAffine']
+from .random_gaussian_noise import RandomGaussianNoise  # noqa: E402
+from .random_down_up_sample import RandomDownUpSample  # noqa: E402
+__all__ += ['RandomGaussianNoise', 'RandomDownUpSample']

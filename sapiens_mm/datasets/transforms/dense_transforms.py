@@ -15,6 +15,13 @@ interpolation, so image, mask and targets stay pixel-aligned. The flip and
 rotation here add what is specific to these targets (a flip negates the X of
 a normal or a point; rotation pads with background). The ``Generate*Target``
 transforms come last and turn the arrays into training targets.
+
+A sample with no annotation key at all (no ``mask_path``, ``depth_path``,
+``normal_path``, ``pointmap_path`` or ``albedo_path``: an image given to ``mmseg.apis.inference_model`` or
+``MMSegInferencer``, which only strip mmseg's own ``LoadAnnotations``) goes
+through ``LoadDenseAnnotations`` and the ``Generate*Target`` steps
+unchanged, so the shipped test pipelines also run on bare images. A sample
+of a dataset (which always has the keys) still needs its files.
 """
 import io
 from typing import Optional, Sequence, Tuple
@@ -34,6 +41,13 @@ __all__ = [
 ]
 
 _NORMAL_EPS = 1e-6
+_ANNOTATION_KEYS = ('mask_path', 'depth_path', 'normal_path', 'pointmap_path',
+                    'albedo_path')
+
+
+def _image_only(results: dict) -> bool:
+    """Whether ``results`` is a bare image (no annotation key at all)."""
+    return not any(key in results for key in _ANNOTATION_KEYS)
 
 
 def _add_seg_field(results: dict, key: str) -> None:
@@ -75,7 +89,8 @@ class LoadDenseAnnotations(BaseTransform):
 
     Added keys: ``gt_fg_mask``, ``gt_depth_map``, ``gt_normal_map``,
     ``gt_pointmap``, ``gt_albedo_map`` (see the module docstring), all
-    appended to ``seg_fields``.
+    appended to ``seg_fields``. A bare image (none of the path keys) is
+    passed through unchanged.
 
     Args:
         imdecode_backend: Mask decoding backend. Defaults to ``'cv2'``.
@@ -101,6 +116,8 @@ class LoadDenseAnnotations(BaseTransform):
 
     def transform(self, results: dict) -> dict:
         """Load the arrays named in ``results``."""
+        if _image_only(results):
+            return results
         shape = results.get('ori_shape')
         if shape is None and results.get('img') is not None:
             shape = results['img'].shape[:2]
@@ -161,7 +178,8 @@ class LoadDenseAnnotations(BaseTransform):
         else:
             raise KeyError('LoadDenseAnnotations needs mask_path, depth_path, '
                            'normal_path, pointmap_path or albedo_path in the '
-                           'sample; build it with DenseFolderDataset.')
+                           'sample (they are all empty); build it with '
+                           'DenseFolderDataset.')
         results['gt_fg_mask'] = fg
         _add_seg_field(results, 'gt_fg_mask')
         return results
@@ -203,7 +221,10 @@ class GenerateDepthTarget(BaseTransform):
         self.background_value = float(background_value)
 
     def transform(self, results: dict) -> dict:
-        """Write the target into ``gt_depth_map``."""
+        """Write the target into ``gt_depth_map`` (a bare image passes
+        through)."""
+        if results.get('gt_depth_map') is None and _image_only(results):
+            return results
         if results.get('gt_depth_map') is None:
             raise KeyError('GenerateDepthTarget needs gt_depth_map; put '
                            'LoadDenseAnnotations before it.')
@@ -242,7 +263,10 @@ class GenerateNormalTarget(BaseTransform):
     """
 
     def transform(self, results: dict) -> dict:
-        """Write the target into ``gt_normal_map``."""
+        """Write the target into ``gt_normal_map`` (a bare image passes
+        through)."""
+        if results.get('gt_normal_map') is None and _image_only(results):
+            return results
         if results.get('gt_normal_map') is None:
             raise KeyError('GenerateNormalTarget needs gt_normal_map; put '
                            'LoadDenseAnnotations before it.')
@@ -328,6 +352,8 @@ class GeneratePointmapTarget(BaseTransform):
 
     def transform(self, results: dict) -> dict:
         """Write the target and the camera into ``results``."""
+        if results.get('gt_pointmap') is None and _image_only(results):
+            return results  # a bare image (mmseg's inference APIs)
         if results.get('gt_pointmap') is None:
             raise KeyError('GeneratePointmapTarget needs gt_pointmap; put '
                            'LoadDenseAnnotations before it.')
@@ -365,6 +391,8 @@ class GenerateAlbedoTarget(BaseTransform):
 
     def transform(self, results: dict) -> dict:
         """Write the target into ``gt_albedo_map``."""
+        if results.get('gt_albedo_map') is None and _image_only(results):
+            return results  # a bare image (mmseg's inference APIs)
         if results.get('gt_albedo_map') is None:
             raise KeyError('GenerateAlbedoTarget needs gt_albedo_map; put '
                            'LoadDenseAnnotations before it.')

@@ -3,17 +3,16 @@ import logging
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
-from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmseg.registry import METRICS
 
-from .depth_metric import save_prediction, to_numpy
+from .vector_map_metric import VectorMapMetric
 
 __all__ = ['SapiensAlbedoMetric']
 
 
 @METRICS.register_module()
-class SapiensAlbedoMetric(BaseMetric):
+class SapiensAlbedoMetric(VectorMapMetric):
     """Per-channel errors of predicted albedo on the foreground.
 
     A pixel is evaluated where the ground truth is finite and non-negative
@@ -29,41 +28,20 @@ class SapiensAlbedoMetric(BaseMetric):
         prefix: Metric name prefix. Defaults to ``'albedo'``.
     """
     default_prefix: Optional[str] = 'albedo'
+    pred_key = 'pred_albedo_map'
+    gt_key = 'gt_albedo_map'
 
     def __init__(self,
                  output_dir: Optional[str] = None,
                  format_only: bool = False,
                  collect_device: str = 'cpu',
                  prefix: Optional[str] = None) -> None:
-        super().__init__(collect_device=collect_device, prefix=prefix)
-        if format_only and not output_dir:
-            raise ValueError('format_only=True saves predictions only; set '
-                             'output_dir too.')
-        self.output_dir = output_dir
-        self.format_only = format_only
-        self._saved = 0
+        super().__init__(output_dir, format_only, collect_device, prefix)
 
     def process(self, data_batch: dict, data_samples: Sequence[dict]) -> None:
         """Accumulate the errors of a batch of samples with
         ``pred_albedo_map`` and ``gt_albedo_map`` (3, H, W)."""
-        for sample in data_samples:
-            pred = to_numpy(sample['pred_albedo_map']['data'])
-            if self.output_dir:
-                save_prediction(self.output_dir, sample,
-                                pred.transpose(1, 2, 0).astype(np.float32),
-                                self._saved)
-                self._saved += 1
-            if self.format_only:
-                continue
-            if 'gt_albedo_map' not in sample:
-                raise KeyError('SapiensAlbedoMetric needs gt_albedo_map in '
-                               'the samples (or format_only=True).')
-            gt = to_numpy(sample['gt_albedo_map']['data'])
-            if gt.shape != pred.shape:
-                raise ValueError(
-                    f'Prediction {pred.shape} and ground truth {gt.shape} '
-                    'must have the same (3, H, W) shape; load annotations '
-                    'after the resize in the test pipeline.')
+        for pred, gt in self.pairs(data_samples):
             valid = (np.isfinite(gt) & (gt >= 0)).all(0) & np.isfinite(
                 pred).all(0)
             err = pred[:, valid] - gt[:, valid]
@@ -73,9 +51,7 @@ class SapiensAlbedoMetric(BaseMetric):
 
     def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
         """``mae``, ``rmse`` and ``psnr`` (NaN without a valid pixel)."""
-        if self.format_only:
-            print_log(f'Predictions saved to {self.output_dir}',
-                      logger='current')
+        if self.format_only_done():
             return {}
         total = sum(r['count'] for r in results)
         if total == 0:

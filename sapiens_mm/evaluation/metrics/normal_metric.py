@@ -3,11 +3,10 @@ import logging
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
-from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmseg.registry import METRICS
 
-from .depth_metric import to_numpy, save_prediction
+from .vector_map_metric import VectorMapMetric
 
 __all__ = ['SapiensNormalMetric', 'angular_error']
 
@@ -30,7 +29,7 @@ def angular_error(pred: np.ndarray, gt: np.ndarray) -> np.ndarray:
 
 
 @METRICS.register_module()
-class SapiensNormalMetric(BaseMetric):
+class SapiensNormalMetric(VectorMapMetric):
     """Angular error of predicted normals on the foreground.
 
     A pixel is evaluated when its ground-truth normal is finite and non-zero
@@ -57,6 +56,8 @@ class SapiensNormalMetric(BaseMetric):
         prefix: Metric name prefix. Defaults to ``'normal'``.
     """
     default_prefix: Optional[str] = 'normal'
+    pred_key = 'pred_normal_map'
+    gt_key = 'gt_normal_map'
 
     def __init__(self,
                  thresholds: Sequence[float] = (11.25, 22.5, 30.0),
@@ -66,18 +67,12 @@ class SapiensNormalMetric(BaseMetric):
                  format_only: bool = False,
                  collect_device: str = 'cpu',
                  prefix: Optional[str] = None) -> None:
-        super().__init__(collect_device=collect_device, prefix=prefix)
+        super().__init__(output_dir, format_only, collect_device, prefix)
         if bin_width <= 0:
             raise ValueError(f'bin_width must be positive, got {bin_width}.')
-        if format_only and not output_dir:
-            raise ValueError('format_only=True saves predictions only; set '
-                             'output_dir too.')
         self.thresholds = tuple(float(t) for t in thresholds)
         self.bin_width = float(bin_width)
         self.eps = eps
-        self.output_dir = output_dir
-        self.format_only = format_only
-        self._saved = 0
 
     @property
     def metric_names(self) -> List[str]:
@@ -95,25 +90,7 @@ class SapiensNormalMetric(BaseMetric):
                 (3, H, W) and (unless ``format_only``) ``gt_normal_map``
                 (3, H, W).
         """
-        for sample in data_samples:
-            pred = to_numpy(sample['pred_normal_map']['data'])
-            if self.output_dir:
-                save_prediction(self.output_dir, sample,
-                                pred.transpose(1, 2, 0).astype(np.float32),
-                                self._saved)
-                self._saved += 1
-            if self.format_only:
-                continue
-            if 'gt_normal_map' not in sample:
-                raise KeyError('SapiensNormalMetric needs gt_normal_map in '
-                               'the samples (or format_only=True).')
-            gt = to_numpy(sample['gt_normal_map']['data'])
-            if gt.shape != pred.shape or gt.shape[0] != 3:
-                raise ValueError(
-                    f'Prediction {pred.shape} and ground truth {gt.shape} '
-                    'must both be (3, H, W): load annotations after Resize '
-                    'in the test pipeline so the ground truth keeps the '
-                    'original image size.')
+        for pred, gt in self.pairs(data_samples):
             pred = pred.reshape(3, -1).T
             gt = gt.reshape(3, -1).T
             valid = (np.isfinite(gt).all(1) & np.isfinite(pred).all(1) &
@@ -138,9 +115,7 @@ class SapiensNormalMetric(BaseMetric):
             ``{name: value}`` for every name in :attr:`metric_names` (NaN
             when no pixel had a valid ground truth).
         """
-        if self.format_only:
-            print_log(f'Predictions saved to {self.output_dir}',
-                      logger='current')
+        if self.format_only_done():
             return {}
         total = sum(r['count'] for r in results)
         if total == 0:

@@ -3,11 +3,10 @@ import logging
 from typing import Dict, List, Literal, Optional, Sequence, Tuple
 
 import numpy as np
-from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from mmseg.registry import METRICS
 
-from .depth_metric import save_prediction, to_numpy
+from .vector_map_metric import VectorMapMetric
 
 __all__ = ['SapiensPointmapMetric', 'align_scale', 'pointmap_errors']
 
@@ -68,7 +67,7 @@ def pointmap_errors(pred: np.ndarray, gt: np.ndarray,
 
 
 @METRICS.register_module()
-class SapiensPointmapMetric(BaseMetric):
+class SapiensPointmapMetric(VectorMapMetric):
     """3D and depth errors of predicted metric pointmaps on the foreground.
 
     A pixel is evaluated where the ground-truth point is finite with
@@ -97,6 +96,8 @@ class SapiensPointmapMetric(BaseMetric):
         prefix: Metric name prefix. Defaults to ``'pointmap'``.
     """
     default_prefix: Optional[str] = 'pointmap'
+    pred_key = 'pred_pointmap'
+    gt_key = 'gt_pointmap'
 
     def __init__(self,
                  align: Literal['scale', 'none'] = 'scale',
@@ -105,18 +106,12 @@ class SapiensPointmapMetric(BaseMetric):
                  format_only: bool = False,
                  collect_device: str = 'cpu',
                  prefix: Optional[str] = None) -> None:
-        super().__init__(collect_device=collect_device, prefix=prefix)
+        super().__init__(output_dir, format_only, collect_device, prefix)
         if align not in ('scale', 'none'):
             raise ValueError(f"align must be 'scale' or 'none', got "
                              f'{align!r}.')
-        if format_only and not output_dir:
-            raise ValueError('format_only=True saves predictions only; set '
-                             'output_dir too.')
         self.align = align
         self.thresholds = tuple(float(t) for t in thresholds)
-        self.output_dir = output_dir
-        self.format_only = format_only
-        self._saved = 0
 
     @property
     def metric_names(self) -> List[str]:
@@ -134,25 +129,7 @@ class SapiensPointmapMetric(BaseMetric):
                 (3, H, W) and (unless ``format_only``) ``gt_pointmap``
                 (3, H, W), both metric.
         """
-        for sample in data_samples:
-            pred = to_numpy(sample['pred_pointmap']['data'])
-            if self.output_dir:
-                save_prediction(self.output_dir, sample,
-                                pred.transpose(1, 2, 0).astype(np.float32),
-                                self._saved)
-                self._saved += 1
-            if self.format_only:
-                continue
-            if 'gt_pointmap' not in sample:
-                raise KeyError('SapiensPointmapMetric needs gt_pointmap in '
-                               'the samples (or format_only=True).')
-            gt = to_numpy(sample['gt_pointmap']['data'])
-            if gt.shape != pred.shape or gt.shape[0] != 3:
-                raise ValueError(
-                    f'Prediction {pred.shape} and ground truth {gt.shape} '
-                    'must both be (3, H, W): load annotations after the '
-                    'resize in the test pipeline so the ground truth keeps '
-                    'the original image size.')
+        for pred, gt in self.pairs(data_samples):
             pred = pred.reshape(3, -1).T
             gt = gt.reshape(3, -1).T
             valid = (np.isfinite(gt).all(1) & np.isfinite(pred).all(1) &
@@ -168,9 +145,7 @@ class SapiensPointmapMetric(BaseMetric):
             ``{name: value}`` for every name in :attr:`metric_names` (NaN
             when no pixel had a valid ground truth).
         """
-        if self.format_only:
-            print_log(f'Predictions saved to {self.output_dir}',
-                      logger='current')
+        if self.format_only_done():
             return {}
         total = sum(r['count'] for r in results)
         if total == 0:

@@ -87,9 +87,10 @@ class Sapiens2VisionTransformer(BaseBackbone):
             models) or ``'fp32'``. Defaults to ``'bf16'``.
         with_cp: Activation-checkpoint every block while training (compute
             for memory). Defaults to False.
-        frozen_stages: Freeze the embeddings, tokens and tokenizer (any
-            value >= 0) and the first ``frozen_stages`` blocks (all of them
-            and the final norm at ``num_layers``). Defaults to -1 (none).
+        frozen_stages: With a value > 0, freeze the patch embedding, the
+            CLS / register tokens, the tokenizer and the first
+            ``frozen_stages`` blocks (and the final norm at ``num_layers``),
+            as mmpretrain's ViT does. Defaults to -1 (nothing frozen).
         drop_path_rate: Stochastic-depth rate, rising linearly from 0 over
             the blocks. Defaults to 0 (the official setting).
         init_cfg: ``dict(type='Pretrained', checkpoint=PATH[, prefix=...])``
@@ -183,7 +184,7 @@ class Sapiens2VisionTransformer(BaseBackbone):
         self.ln1 = nn.RMSNorm(C, eps=1e-6)
         self._register_load_state_dict_pre_hook(self._fill_periods)
         self.reset_parameters()
-        if self.frozen_stages >= 0:
+        if self.frozen_stages > 0:
             self._freeze_stages()
 
     # ------------------------------------------------------------ options
@@ -278,7 +279,10 @@ class Sapiens2VisionTransformer(BaseBackbone):
 
     # --------------------------------------------------------------- init
     def reset_parameters(self) -> None:
-        """The official random init (see the class docstring)."""
+        """The official random init (see the class docstring); a no-op on
+        the meta device (no values to set; shape-only builds stay fast)."""
+        if self.cls_token.is_meta:
+            return
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Conv2d)):
                 trunc_normal_(module.weight, std=.02)
@@ -341,7 +345,7 @@ class Sapiens2VisionTransformer(BaseBackbone):
     def train(self, mode: bool = True) -> 'Sapiens2VisionTransformer':
         """Set train / eval mode, keeping frozen stages frozen."""
         super().train(mode)
-        if mode and self.frozen_stages >= 0:
+        if mode and self.frozen_stages > 0:
             self._freeze_stages()
         return self
 

@@ -1,5 +1,5 @@
 """Dense estimator for the Sapiens2 normal, pointmap and albedo models."""
-from typing import Literal, Optional
+from typing import Dict, Literal, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -11,7 +11,14 @@ from torch import Tensor
 
 from .sapiens_dense_estimator import SapiensDenseEstimator
 
-__all__ = ['Sapiens2DenseEstimator', 'gaussian_blur3x3']
+__all__ = [
+    'Sapiens2DenseEstimator', 'gaussian_blur3x3', 'finish_prediction',
+    'prediction_fields'
+]
+
+#: Data-sample field of each Sapiens2 dense task's prediction.
+PRED_KEY = dict(normal='pred_normal_map', pointmap='pred_pointmap',
+                albedo='pred_albedo_map')
 
 
 def gaussian_blur3x3(x: Tensor, sigma: float = 0.8,
@@ -27,6 +34,41 @@ def gaussian_blur3x3(x: Tensor, sigma: float = 0.8,
         x = F.conv2d(F.pad(x, (1, 1, 1, 1), mode='reflect'), kernel,
                      groups=x.shape[1])
     return x
+
+
+def finish_prediction(task: str, pred: Tensor,
+                      size: Optional[Sequence[int]] = None,
+                      align_corners: bool = False) -> Tensor:
+    """The official per-task post-processing of a cropped (un-padded)
+    (1, 3, h, w) prediction: normals L2-normalised (clamp 1e-8), albedo
+    clamped to [0, 1], then a bilinear resize to ``size`` (H, W) (None:
+    none); a pointmap is first blurred by 4 passes of a 3x3 Gaussian
+    (sigma 0.8) when the resize upsamples.
+
+    Returns:
+        (3, H, W).
+    """
+    if task == 'normal':
+        pred = F.normalize(pred, dim=1, eps=1e-8)
+    elif task == 'albedo':
+        pred = pred.clamp(0.0, 1.0)
+    if size is not None:
+        size = tuple(int(s) for s in size[:2])
+        if task == 'pointmap' and (size[0] > pred.shape[-2]
+                                   or size[1] > pred.shape[-1]):
+            pred = gaussian_blur3x3(pred, sigma=0.8, passes=4)
+        pred = resize(pred, size=size, mode='bilinear',
+                      align_corners=align_corners, warning=False)
+    return pred[0]
+
+
+def prediction_fields(task: str, pred: Tensor) -> Dict[str, PixelData]:
+    """The data-sample fields of a (3, H, W) prediction: its task's field,
+    and for a pointmap also ``pred_depth_map`` (1, H, W), its Z."""
+    data = {PRED_KEY[task]: PixelData(data=pred)}
+    if task == 'pointmap':
+        data['pred_depth_map'] = PixelData(data=pred[2:3])
+    return data
 
 
 @MODELS.register_module()
@@ -58,8 +100,7 @@ class Sapiens2DenseEstimator(SapiensDenseEstimator):
     OUT_CHANNELS = dict(normal=3, pointmap=3, albedo=3)
     TARGET_KEY = dict(normal='gt_normal_map', pointmap='gt_pointmap',
                       albedo='gt_albedo_map')
-    PRED_KEY = dict(normal='pred_normal_map', pointmap='pred_pointmap',
-                    albedo='pred_albedo_map')
+    PRED_KEY = PRED_KEY
     INVALID = dict(normal=0.0, pointmap=0.0, albedo=-1.0)
     FLIP_NEGATES = ('normal', 'pointmap')
 
@@ -70,29 +111,17 @@ class Sapiens2DenseEstimator(SapiensDenseEstimator):
 
     def _postprocess_one(self, pred: Tensor,
                          meta: Optional[dict]) -> Tensor:
-        """(1, 3, H, W) -> (3, h, w), see the class docstring."""
-        if self.task == 'normal':
-            pred = F.normalize(pred, dim=1, eps=1e-8)
-        elif self.task == 'albedo':
-            pred = pred.clamp(0.0, 1.0)
+        """(1, 3, H, W) -> (3, h, w): crop the padding, undo a pipeline flip,
+        then :func:`finish_prediction` at ``ori_shape``."""
         if meta is None:
-            return pred[0]
-        pred = self._crop_padding(pred, meta)
+            return finish_prediction(self.task, pred)
+        pred = self.crop_padding(pred, meta)
         if meta.get('flip', False):
             pred = self.unflip(pred, meta.get('flip_direction',
-                                               'horizontal'))
-        if 'ori_shape' in meta:
-            size = tuple(int(s) for s in meta['ori_shape'][:2])
-            if self.task == 'pointmap' and (size[0] > pred.shape[-2]
-                                            or size[1] > pred.shape[-1]):
-                pred = gaussian_blur3x3(pred, sigma=0.8, passes=4)
-            pred = resize(pred, size=size, mode='bilinear',
-                          align_corners=self.align_corners, warning=False)
-        return pred[0]
+                                              'horizontal'))
+        return finish_prediction(self.task, pred, meta.get('ori_shape'),
+                                 self.align_corners)
 
     def _set_prediction(self, sample: SegDataSample, pred: Tensor) -> None:
         """Store the prediction (and, for pointmaps, its depth)."""
-        data = {self.pred_key: PixelData(data=pred)}
-        if self.task == 'pointmap':
-            data['pred_depth_map'] = PixelData(data=pred[2:3])
-        sample.set_data(data)
+        sample.set_data(prediction_fields(self.task, pred))

@@ -240,7 +240,7 @@ class SapiensDenseEstimator(DepthEstimator):
         return data_samples
 
     @staticmethod
-    def _crop_padding(pred: Tensor, meta: dict) -> Tensor:
+    def crop_padding(pred: Tensor, meta: dict) -> Tensor:
         """Cut the pipeline's (``img_padding_size``) or else the
         preprocessor's (``padding_size``) padding, (left, right, top,
         bottom), off a (1, C, H, W) prediction."""
@@ -255,7 +255,7 @@ class SapiensDenseEstimator(DepthEstimator):
         padding, undo a pipeline flip, resize bilinearly; normals are then
         L2-normalised."""
         if meta is not None:
-            pred = self._crop_padding(pred, meta)
+            pred = self.crop_padding(pred, meta)
             if meta.get('flip', False):
                 pred = self.unflip(pred,
                                     meta.get('flip_direction', 'horizontal'))

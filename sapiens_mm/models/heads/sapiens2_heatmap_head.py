@@ -1,6 +1,7 @@
 """Sapiens2 top-down heatmap head (official ``PoseHeatmapHead`` layout)."""
 from typing import Sequence, Tuple, Union
 
+import torch.nn as nn
 from mmpose.registry import MODELS
 from mmpose.utils.typing import ConfigType, OptConfigType
 from torch import Tensor
@@ -68,9 +69,14 @@ class Sapiens2HeatmapHead(SapiensHeatmapHead):
             loss=loss,
             decoder=decoder,
             init_cfg=init_cfg)
-        # Same 1x1 output convolution, under the Sapiens2 name.
-        self.conv_pose = self.final_layer
-        del self.final_layer
+        # Same 1x1 output convolution, under the Sapiens2 name (one module,
+        # one key; `final_layer` stays readable, see the property).
+        self.conv_pose = self._modules.pop('final_layer')
+
+    @property
+    def final_layer(self) -> nn.Module:
+        """The output convolution ``conv_pose`` (upstream's name)."""
+        return self.conv_pose
 
     def forward(self, feats: Union[Tensor, Tuple[Tensor, ...]]) -> Tensor:
         """Heatmaps of the last feature map.

@@ -49,6 +49,11 @@ class SapiensDepthHead(BaseDecodeHead):
         target_key: Data-sample field holding the target. Defaults to
             ``'gt_depth_map'``.
         align_corners: ``align_corners`` of the bilinear resizes.
+        init_std: Std of the normal init of the (de)conv stacks (official
+            0.001), applied at construction like every Sapiens dense head
+            (:class:`SapiensSegHead`, the Sapiens2 heads); ``init_weights``
+            then applies ``init_cfg`` (a Pretrained init or a checkpoint
+            overwrites both).
         **kwargs: Other ``BaseDecodeHead`` options (``in_index``,
             ``init_cfg``...).
     """
@@ -66,6 +71,7 @@ class SapiensDepthHead(BaseDecodeHead):
                      type='DepthSiLogLoss'),
                  target_key: str = 'gt_depth_map',
                  align_corners: bool = False,
+                 init_std: float = 0.001,
                  **kwargs) -> None:
         stack_out = (list(conv_out_channels) or list(deconv_out_channels)
                      or [in_channels])
@@ -102,13 +108,11 @@ class SapiensDepthHead(BaseDecodeHead):
         self.conv_layers = make_conv_stack(deconv_out, conv_out_channels,
                                            conv_kernel_sizes)
         self.upsample_factor = 2**len(deconv_out_channels)
-
-    def init_weights(self) -> None:
-        """Default ``conv_seg`` init, then Normal(0, 0.001) for the stacks
-        (official init)."""
-        super().init_weights()
-        init_upsample_stack(self.deconv_layers)
-        init_upsample_stack(self.conv_layers)
+        # Construction-time init (the convention of every Sapiens dense
+        # head); a Pretrained init_cfg or a checkpoint loaded later
+        # overwrites it.
+        init_upsample_stack(self.deconv_layers, std=init_std)
+        init_upsample_stack(self.conv_layers, std=init_std)
 
     def forward(self, inputs: Union[Tensor, Tuple[Tensor, ...]]) -> Tensor:
         """Regress the dense map.

@@ -160,6 +160,10 @@ def apply_rope(q: torch.Tensor, k: torch.Tensor,
                          f'sequence has only {q.shape[-2]}.')
 
     def rotate(x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == rope[0].dtype:  # native ops: the same bits, fewer copies
+            head, tail = x[..., :prefix, :], x[..., prefix:, :]
+            tail = tail * rope[1] + _rotate_half(tail) * rope[0]
+            return torch.cat((head, tail), dim=-2)
         y = rnd(x.float())
         head, tail = y[..., :prefix, :], y[..., prefix:, :]
         tail = rnd(rnd(tail * cos) + rnd(_rotate_half(tail) * sin))

@@ -1,9 +1,9 @@
 """Finite-difference (gradient) loss for Sapiens2 surface normals."""
-import torch.nn as nn
 from mmseg.registry import MODELS
 from torch import Tensor
 
 from .normal_cosine_loss import check_normal_shapes, valid_normal_mask
+from .normal_l1_loss import NormalL1Loss
 
 __all__ = ['NormalGradLoss', 'masked_gradient_error']
 
@@ -45,7 +45,7 @@ def masked_gradient_error(pred: Tensor, target: Tensor, valid: Tensor,
 
 
 @MODELS.register_module()
-class NormalGradLoss(nn.Module):
+class NormalGradLoss(NormalL1Loss):
     """Squared error of the normal map's finite differences (official
     ``NormalGradL1Loss``, which despite its name squares the error).
 
@@ -63,10 +63,8 @@ class NormalGradLoss(nn.Module):
                  loss_weight: float = 1.0,
                  eps: float = 1e-6,
                  loss_name: str = 'loss_grad') -> None:
-        super().__init__()
-        self.loss_weight = loss_weight
-        self.eps = eps
-        self._loss_name = loss_name
+        super().__init__(loss_weight=loss_weight, eps=eps,
+                         loss_name=loss_name)
 
     def forward(self, pred: Tensor, target: Tensor, **kwargs) -> Tensor:
         """Compute the loss.
@@ -82,8 +80,3 @@ class NormalGradLoss(nn.Module):
         valid = valid_normal_mask(target, self.eps)
         return self.loss_weight * masked_gradient_error(
             pred, target, valid, squared=True)
-
-    @property
-    def loss_name(self) -> str:
-        """Name of the loss item in the log (``loss_`` prefix = trained)."""
-        return self._loss_name

@@ -1,0 +1,17 @@
+"""Import a script of tools/ as a module, so that tests call its main()
+in-process (a subprocess would pay the torch / OpenMMLab import again)."""
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_tool(name: str) -> ModuleType:
+    """``tools/<name>.py`` as a module (its ``__main__`` block does not
+    run)."""
+    spec = importlib.util.spec_from_file_location(f'tools_{name}',
+                                                  ROOT / 'tools' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
