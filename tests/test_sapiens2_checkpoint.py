@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 from mmengine.model import BaseModel
+from mmengine.registry import DefaultScope
 from mmengine.runner import Runner
 from safetensors.torch import load_file as st_load
 from safetensors.torch import save_file as st_save
@@ -17,6 +18,15 @@ from sapiens_mm.checkpoint import (add_official_layout_hook,
                                    load_file, save_official_checkpoint,
                                    save_safetensors, to_official_layout)
 from sapiens_mm.models import Sapiens2VisionTransformer
+
+
+@pytest.fixture(autouse=True)
+def _restore_default_scope():
+    # mmengine's Runner makes its scope the process-wide current one; this
+    # context restores the previous state afterwards, so that later test
+    # files do not build from the wrong registry.
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        yield
 
 
 def tiny(**kwargs):
