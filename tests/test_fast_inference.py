@@ -229,12 +229,11 @@ def test_reduced_precision_patch_embedding_is_the_convolution(padding, dtype):
     non-overlapping patches: the convolution's numbers (float64 reference,
     partial edge patches dropped as Conv2d does) at the rounding error of
     the dtype's own convolution, and its state dict."""
-    from sapiens_mm.models.backbones.sapiens_vision_transformer import \
-        _PatchConv2d
+    from sapiens_mm.models.layers import PatchConv2d
     backbone = build_backbone('sapiens_tiny', (64, 48),
                               patch_cfg=dict(padding=padding))
     proj = backbone.patch_embed.projection
-    assert type(proj) is _PatchConv2d
+    assert type(proj) is PatchConv2d
     assert set(proj.state_dict()) == {'weight', 'bias'}
     x = torch.randn(2, 3, 70, 53)  # 16 px patches do not tile it
     ref = torch.nn.functional.conv2d(x.double(), proj.weight.double(),

@@ -150,10 +150,13 @@ def test_head_decodes_batched_like_upstream():
     head_cfg = dict(type='SapiensHeatmapHead', in_channels=8, out_channels=17,
                     deconv_out_channels=(8, ), deconv_kernel_sizes=(4, ),
                     conv_out_channels=(8, ), conv_kernel_sizes=(1, ))
-    ref_head = MODELS.build(dict(head_cfg,
-                                 decoder=dict(type='UDPHeatmap', **codec)))
-    fast_head = MODELS.build(
-        dict(head_cfg, decoder=dict(type='BatchUDPHeatmap', **codec)))
+    from mmengine.registry import DefaultScope
+    # mmpose's scope, whatever default scope an earlier test set
+    with DefaultScope.overwrite_default_scope('mmpose'):
+        ref_head = MODELS.build(
+            dict(head_cfg, decoder=dict(type='UDPHeatmap', **codec)))
+        fast_head = MODELS.build(
+            dict(head_cfg, decoder=dict(type='BatchUDPHeatmap', **codec)))
     fast_head.load_state_dict(ref_head.state_dict())
     feats = (torch.randn(3, 8, 16, 12), )
     with torch.no_grad():

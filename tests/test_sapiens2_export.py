@@ -78,6 +78,7 @@ def test_pointmap_refuses_another_input_size():
         set_input_size(cfg, (64, 48))
 
 
+@pytest.mark.slow
 def test_inferencer_runs_an_exported_sapiens2_model_like_eager(tmp_path):
     """The exported normal model through SapiensInferencer: padding crop,
     normalisation and resize as the eager estimator does them."""

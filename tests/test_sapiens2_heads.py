@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from mmengine.config import Config
+from mmengine.registry import DefaultScope
 from mmpose.registry import MODELS as POSE_MODELS
 from mmseg.registry import MODELS
 
@@ -38,7 +39,9 @@ def head_cfg(task, size):
 @pytest.mark.parametrize('size', SIZES)
 def test_config_head_matches_official_keys_and_shapes(task, size):
     registry = POSE_MODELS if task == 'pose' else MODELS
-    with torch.device('meta'):
+    # the registry's own scope, whatever default scope an earlier test set
+    with torch.device('meta'), DefaultScope.overwrite_default_scope(
+            'mmpose' if task == 'pose' else 'mmseg'):
         head = registry.build(head_cfg(task, size))
     shapes = {k: list(v.shape) for k, v in head.state_dict().items()}
     assert shapes == OFFICIAL[f'sapiens2_{size}'][task]
@@ -46,9 +49,10 @@ def test_config_head_matches_official_keys_and_shapes(task, size):
 
 def test_forward_shapes():
     feats = (torch.randn(2, 32, 4, 3), )
-    pose = POSE_MODELS.build(dict(
-        type='Sapiens2HeatmapHead', in_channels=32, out_channels=5,
-        deconv_out_channels=(8, 8), conv_out_channels=(8, 8, 4)))
+    with DefaultScope.overwrite_default_scope('mmpose'):
+        pose = POSE_MODELS.build(dict(
+            type='Sapiens2HeatmapHead', in_channels=32, out_channels=5,
+            deconv_out_channels=(8, 8), conv_out_channels=(8, 8, 4)))
     assert pose(feats).shape == (2, 5, 16, 12)
     for typ in ('Sapiens2NormalHead', 'Sapiens2AlbedoHead'):
         head = MODELS.build(dict(type=typ, in_channels=32,

@@ -153,6 +153,7 @@ def test_astronaut(server, browser, tmp_path):
         shutil.copy(shot, os.environ['SAPIENS_WEB_DEMO_SHOT'])
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_non_image_upload_shows_error(server, browser, tmp_path):
     from selenium.webdriver.common.by import By
