@@ -7,6 +7,7 @@ The tiny configs at a 64x48 input; every task is exported once (module
 fixture), which is most of this file's time.
 """
 import json
+import os
 import subprocess
 import sys
 
@@ -419,6 +420,26 @@ def test_bad_input(exported, tmp_path):
     with pytest.raises(ValueError, match='takes 64x48'):
         SapiensInferencer(models=[(other, exported['seg']['onnx'])],
                           device='cpu')
+
+
+def test_failed_onnx_export_leaves_no_file(tmp_path, monkeypatch):
+    """A failure after the exporter has written (here: the check that
+    reads the file back fails as on a full disk) leaves nothing under the
+    final name and no temporary folder."""
+    import errno
+
+    cfg = set_input_size(Config.fromfile(str(TINY['seg'])), HW)
+    cfg.model.backbone.init_cfg = None
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, 'No space left on device')
+
+    monkeypatch.setattr(onnx, 'load', full_disk)
+    out = tmp_path / 'out'
+    with pytest.raises(OSError) as err:
+        export_model(cfg, None, str(out), name='seg', formats=('onnx', ))
+    assert str(out / 'seg.onnx') in str(err.value)
+    assert os.listdir(out) == []
 
 
 def test_dense_flip_test_in_graph():

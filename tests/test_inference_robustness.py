@@ -90,6 +90,53 @@ def test_full_disk_leaves_no_truncated_output(seg, tmp_path, monkeypatch):
     assert [f for _, _, files in os.walk(out) for f in files] == []
 
 
+def test_video_is_renamed_only_when_complete(tmp_path):
+    from sapiens_mm.apis.inferencers.utils import VideoWriters
+    from test_inferencer import _count_frames
+    final = tmp_path / 'vis' / 'clip.mp4'
+    videos = VideoWriters()
+    for i in range(3):
+        videos.write(0, 'seg', str(final), image(48, 64, i), fps=5.0)
+    # while frames are still coming, nothing stands under the final name
+    assert not final.exists()
+    assert os.listdir(final.parent) == [
+        os.path.basename(VideoWriters.temporary_path(str(final)))]
+    videos.release()
+    assert os.listdir(final.parent) == ['clip.mp4']
+    assert _count_frames(final)[0] == 3
+    # a failed run: the temporary file goes, an earlier video is kept
+    for i in range(2):
+        videos.write(1, 'seg', str(final), image(48, 64, i), fps=5.0)
+    videos.discard()
+    assert os.listdir(final.parent) == ['clip.mp4']
+    assert _count_frames(final)[0] == 3
+
+
+def test_full_disk_during_a_video_leaves_no_video(seg, tmp_path,
+                                                   monkeypatch):
+    import sapiens_mm.apis.inferencers.sapiens_inferencer as inf
+    from test_inferencer import _write_video
+    _write_video(tmp_path / 'clip.mp4', 4)
+    real_write_npy, calls = inf.write_npy, []
+
+    def disk_full_at_third_frame(path, arr):
+        calls.append(path)
+        if len(calls) == 3:  # the video already has frames by now
+            raise OSError(errno.ENOSPC, 'No space left on device', path)
+        real_write_npy(path, arr)
+
+    monkeypatch.setattr(inf, 'write_npy', disk_full_at_third_frame)
+    out = tmp_path / 'out'
+    with pytest.raises(OSError) as err:
+        seg(str(tmp_path / 'clip.mp4'), out_dir=str(out), batch_size=2,
+            show_progress=False)
+    assert err.value.errno == errno.ENOSPC
+    files = sorted(f for _, _, fs in os.walk(out) for f in fs)
+    # the two complete frames' arrays stay; the overlay video, which
+    # would be truncated, is left under no name (final or temporary)
+    assert files == ['000000.npy', '000001.npy']
+
+
 def _jpeg(img):
     ok, buf = cv2.imencode('.jpg', img)
     assert ok

@@ -31,6 +31,8 @@ archive (``extra/sapiens_mm.json``) and in a JSON sidecar
 import json
 import os
 import os.path as osp
+import shutil
+import tempfile
 import zipfile
 from typing import Dict, Literal, Optional, Sequence, Tuple, Union
 
@@ -417,12 +419,28 @@ def _export_onnx(program, path: str, opset: int, meta: dict) -> str:
     props = onnx_program.model.metadata_props
     for key, value in meta.items():
         props[key] = json.dumps(value)
-    onnx_program.save(path)
-    version = onnx.load(path, load_external_data=False).opset_import
-    got = max(o.version for o in version if o.domain in ('', 'ai.onnx'))
-    if got != opset:
-        raise RuntimeError(f'The ONNX exporter wrote opset {got} instead of '
-                           f'{opset}; use opset {DEFAULT_OPSET}.')
+    # Saved into a hidden folder beside the target, checked, then renamed:
+    # an interrupted or failed export never leaves a partial file under the
+    # final name. External weights (``<name>.onnx.data``) are referenced by
+    # their base name, so they stay valid after the move; they are moved
+    # first, the ``.onnx`` last.
+    out_dir, name = osp.split(osp.abspath(path))
+    tmp_dir = tempfile.mkdtemp(prefix=f'.{name}.tmp', dir=out_dir)
+    try:
+        tmp = osp.join(tmp_dir, name)
+        onnx_program.save(tmp)
+        version = onnx.load(tmp, load_external_data=False).opset_import
+        got = max(o.version for o in version if o.domain in ('', 'ai.onnx'))
+        if got != opset:
+            raise RuntimeError(f'The ONNX exporter wrote opset {got} instead '
+                               f'of {opset}; use opset {DEFAULT_OPSET}.')
+        extra = sorted(f for f in os.listdir(tmp_dir) if f != name)
+        for f in extra + [name]:
+            os.replace(osp.join(tmp_dir, f), osp.join(out_dir, f))
+    except OSError as e:
+        raise OSError(f'Could not write the ONNX model {path}: {e}') from e
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
     return path
 
 

@@ -450,6 +450,7 @@ class SapiensInferencer:
         writer_pool = ThreadPoolExecutor(
             1, thread_name_prefix='sapiens-write') if overlap else None
         pending: Optional[Future] = None
+        failed = True  # until the loop ends normally or is stopped
         try:
             for prepared in batches:
                 batch = prepared['batch']
@@ -470,14 +471,24 @@ class SapiensInferencer:
             if pending is not None:
                 done, pending = pending, None
                 yield from self._finished(done, bar)
+            failed = False
         except StopRequested:
+            failed = False
             return
+        except GeneratorExit:  # the caller stopped iterating: keep videos
+            failed = False
+            raise
         finally:
             batches.close()
             if writer_pool is not None:
                 writer_pool.shutdown(wait=True)
             bar.close()
-            videos.release()
+            # A run that failed (e.g. a full disk) leaves no video that may
+            # be truncated under its final name.
+            if failed:
+                videos.discard()
+            else:
+                videos.release()
             if show:
                 cv2.destroyAllWindows()
 

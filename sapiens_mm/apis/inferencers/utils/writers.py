@@ -4,7 +4,8 @@ and one ``.mp4`` per video and task.
 ``.npy``, ``.json`` and ``.png`` files are written atomically
 (:func:`sapiens_mm.engine.fileio.atomic_write`: temporary file, ``fsync``,
 rename): a full disk or a kill leaves no truncated file under a final name,
-and the error names the file."""
+and the error names the file. Videos are written to a hidden temporary
+``.mp4`` beside the target and renamed when the video is complete."""
 import io
 import json
 import os
@@ -63,11 +64,33 @@ class VideoWriters:
     Frames of one video come in order; when a frame of another video
     arrives, the writers of the previous one are closed. Frames whose size
     differs from the first frame's are resized to it.
+
+    Each video is written to a hidden temporary file beside ``path``
+    (``.<name>.tmp<pid>.mp4``) and renamed to ``path`` when it is closed,
+    so an interrupted run never leaves a truncated video under its final
+    name. :meth:`discard` removes the temporary files of a failed run.
     """
 
     def __init__(self) -> None:
+        # (video, task) -> (writer, frame size, temporary path, final path)
         self._open: Dict[Tuple[int, str], Tuple[cv2.VideoWriter,
-                                                Tuple[int, int]]] = {}
+                                                Tuple[int, int], str,
+                                                str]] = {}
+
+    @staticmethod
+    def temporary_path(path: str) -> str:
+        """The hidden file a video is written to before it is complete."""
+        folder, name = osp.split(path)
+        stem, ext = osp.splitext(name)
+        return osp.join(folder, f'.{stem}.tmp{os.getpid()}{ext or ".mp4"}')
+
+    def _close(self, key: Tuple[int, str]) -> None:
+        writer, _, tmp, path = self._open.pop(key)
+        writer.release()
+        try:
+            os.replace(tmp, path)
+        except OSError as e:
+            raise OSError(f'Could not write the video {path}: {e}') from e
 
     def write(self, video_id: int, task: str, path: str, img: np.ndarray,
               fps: float) -> None:
@@ -79,22 +102,35 @@ class VideoWriters:
         key = (video_id, task)
         if key not in self._open:
             for old in [k for k in self._open if k[0] != video_id]:
-                self._open.pop(old)[0].release()  # previous video finished
+                self._close(old)  # previous video finished
             _make_parent(path)
             size = (img.shape[1], img.shape[0])
-            writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*'mp4v'),
+            tmp = self.temporary_path(path)
+            writer = cv2.VideoWriter(tmp, cv2.VideoWriter_fourcc(*'mp4v'),
                                      fps, size)
             if not writer.isOpened():
                 raise RuntimeError(f'OpenCV cannot write the video {path} '
                                    '(mp4v codec).')
-            self._open[key] = (writer, size)
-        writer, size = self._open[key]
+            self._open[key] = (writer, size, tmp, path)
+        writer, size = self._open[key][:2]
         if (img.shape[1], img.shape[0]) != size:
             img = cv2.resize(img, size)
         writer.write(img)
 
     def release(self) -> None:
-        """Close every open video."""
-        for writer, _ in self._open.values():
+        """Close every open video and move it to its final name.
+
+        Raises:
+            OSError: A video could not be renamed; the message names it.
+        """
+        for key in list(self._open):
+            self._close(key)
+
+    def discard(self) -> None:
+        """Close every open video and delete its temporary file (the final
+        names are left untouched)."""
+        for writer, _, tmp, _ in self._open.values():
             writer.release()
+            if osp.exists(tmp):
+                os.remove(tmp)
         self._open.clear()
