@@ -269,3 +269,26 @@ def test_runner_checkpoints_round_trip_load_from_and_resume(tmp_path):
                    load_from=str(official))
     fresh.load_or_resume()
     assert_same_state(first.model, fresh.model)
+
+
+def test_shipped_pose_config_loads_an_official_file_through_load_from(
+        tmp_path):
+    """The shipped Sapiens2 pose config loads an official-layout task file
+    (head under ``decode_head.*``) through mmengine's non-strict loader,
+    which is what Runner ``load_from`` calls: the head weights arrive too
+    (with plain ``TopdownPoseEstimator`` they were skipped silently)."""
+    from mmengine.runner.checkpoint import load_checkpoint as mm_load
+    from sapiens_mm import get_config
+    from sapiens_mm.apis import init_model
+    cfg = get_config('sapiens2_tiny-goliath-256x192')
+    cfg.model.backbone.init_cfg = None
+    src = init_model(cfg)
+    path = tmp_path / 'sapiens2_tiny_pose.safetensors'
+    save_official_checkpoint(src, str(path))
+    assert any(k.startswith('decode_head.') for k in st_load(str(path)))
+    torch.manual_seed(1)
+    dst = init_model(cfg)
+    assert not torch.equal(dst.head.conv_pose.weight,
+                           src.head.conv_pose.weight)
+    mm_load(dst, str(path), map_location='cpu', strict=False)
+    assert_same_state(src, dst)

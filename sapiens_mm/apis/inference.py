@@ -85,7 +85,8 @@ def load_config(config: ConfigType,
 
 
 def task_of_config(cfg: Config) -> str:
-    """The task of a model config: ``TopdownPoseEstimator`` is pose,
+    """The task of a model config: ``TopdownPoseEstimator`` (and
+    ``Sapiens2TopdownPoseEstimator``) is pose,
     ``EncoderDecoder`` is seg, ``SapiensDenseEstimator`` (depth / normal)
     and ``Sapiens2DenseEstimator`` (normal / pointmap / albedo) are their
     ``task``.
@@ -94,7 +95,8 @@ def task_of_config(cfg: Config) -> str:
         ValueError: Another model type.
     """
     model_type = str(cfg.model.get('type', '')).split('.')[-1]
-    if model_type == 'TopdownPoseEstimator':
+    if model_type in ('TopdownPoseEstimator',
+                      'Sapiens2TopdownPoseEstimator'):
         return 'pose'
     if model_type == 'EncoderDecoder':
         return 'seg'
@@ -104,8 +106,9 @@ def task_of_config(cfg: Config) -> str:
         return cfg.model.get('task', 'normal')
     raise ValueError(
         f'Config model type {model_type!r} is not a Sapiens task model; '
-        'expected TopdownPoseEstimator (pose), EncoderDecoder (seg) or '
-        'SapiensDenseEstimator (depth / normal).')
+        'expected TopdownPoseEstimator (pose), EncoderDecoder (seg), '
+        'SapiensDenseEstimator (depth / normal) or Sapiens2DenseEstimator '
+        '(normal / pointmap / albedo).')
 
 
 # ---------------------------------------------------------------- metadata

@@ -6,7 +6,7 @@
 # back, channels swapped, averaged without shift (official).
 _base_ = ['./sapiens2_backbone.py']
 model = dict(
-    type='TopdownPoseEstimator',
+    type='Sapiens2TopdownPoseEstimator',  # loads official decode_head.* keys
     data_preprocessor=dict(
         type='PoseDataPreprocessor',
         mean={{_base_.sapiens2_mean}},
