@@ -14,7 +14,7 @@ from cluster_helpers import (finish, logged_scalars, read_losses, run_env,
 
 from sapiens_mm.apis import build_train_cfg
 from sapiens_mm.checkpoint import load_file
-from sapiens_mm.engine import (AtomicLocalBackend, atomic_write,
+from sapiens_mm.engine import (AtomicLocalBackend, atomic_path, atomic_write,
                                find_resumable_checkpoint,
                                is_complete_checkpoint,
                                remove_stale_temp_files)
@@ -229,6 +229,32 @@ def test_full_disk_leaves_no_partial_file_and_names_the_path(tmp_path,
     assert err.value.errno == errno.ENOSPC
     assert str(target) in str(err.value) and 'disk is full' in str(err.value)
     assert os.listdir(target.parent) == []
+
+
+def test_path_writer_that_fails_keeps_the_previous_file(tmp_path):
+    """A path-taking writer (torch.export.save, safetensors) inside
+    atomic_path: a failure after a partial write leaves the previous
+    content and no temporary file; success replaces the file whole, and
+    the temporary name is one remove_stale_temp_files knows."""
+    import errno
+    target = tmp_path / 'model.pt2'
+    target.write_bytes(b'previous')
+    with pytest.raises(OSError) as err:
+        with atomic_path(target) as tmp:
+            with open(tmp, 'wb') as f:
+                f.write(b'partial')
+            raise OSError(errno.ENOSPC, 'No space left on device')
+    assert err.value.errno == errno.ENOSPC
+    assert str(target) in str(err.value) and 'disk is full' in str(err.value)
+    assert os.listdir(tmp_path) == ['model.pt2']
+    assert target.read_bytes() == b'previous'
+    with atomic_path(target) as tmp:
+        assert os.path.dirname(tmp) == str(tmp_path)
+        assert os.path.basename(tmp).startswith('.model.pt2.tmp')
+        with open(tmp, 'wb') as f:
+            f.write(b'new')
+    assert target.read_bytes() == b'new'
+    assert os.listdir(tmp_path) == ['model.pt2']
 
 
 def test_atomic_write_replaces_whole_file(tmp_path):

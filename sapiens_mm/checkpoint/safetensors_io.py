@@ -4,7 +4,6 @@ A safetensors file is a JSON header plus raw tensor bytes: reading it runs
 no code and involves no pickle, so it needs no allowlist.
 """
 import json
-import os
 import os.path as osp
 import struct
 from collections import OrderedDict
@@ -92,8 +91,13 @@ def save_safetensors(state_dict: Dict[str, torch.Tensor], path: str,
 
     Raises:
         TypeError: A value is not a tensor or a metadata entry not a string.
+        OSError: The write failed (full disk...); the message names
+            ``path`` and no partial file is left under it.
     """
     from safetensors.torch import save_file
+
+    # imported here: sapiens_mm.engine imports this package (its hooks)
+    from sapiens_mm.engine.fileio import atomic_path
     bad = [k for k, v in state_dict.items() if not isinstance(v, torch.Tensor)]
     if bad:
         raise TypeError(f'Only tensors can be saved, not {bad[:5]}.')
@@ -106,12 +110,5 @@ def save_safetensors(state_dict: Dict[str, torch.Tensor], path: str,
         k: v.detach().to('cpu', copy=True).contiguous()
         for k, v in state_dict.items()
     }
-    path = osp.expanduser(str(path))
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    tmp = f'{path}.tmp{os.getpid()}'
-    try:
+    with atomic_path(path) as tmp:
         save_file(tensors, tmp, metadata=meta)
-        os.replace(tmp, path)
-    finally:
-        if osp.exists(tmp):
-            os.remove(tmp)

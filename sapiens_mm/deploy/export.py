@@ -45,7 +45,7 @@ from sapiens_mm.apis.inference import (find_pipeline_step, init_model,
                                        seg_dataset_meta, set_input_size,
                                        skeleton_name, task_of_config)
 
-from sapiens_mm.engine.fileio import atomic_write
+from sapiens_mm.engine.fileio import atomic_path, atomic_write
 
 from .safe_load import UnsafeModelError, config_to_data
 
@@ -384,15 +384,9 @@ def export_model(config: Union[str, Config],
     meta_json = json.dumps(meta)
     if 'pt2' in formats:
         path = osp.join(out_dir, f'{name}.pt2')
-        # written beside the target, then renamed: never a partial .pt2
-        tmp = osp.join(out_dir, f'.{name}.pt2.tmp{os.getpid()}')
-        try:
+        with atomic_path(path) as tmp:  # never a partial .pt2
             torch.export.save(program, tmp,
                               extra_files={_PT2_EXTRA: meta_json})
-            os.replace(tmp, path)
-        finally:
-            if osp.exists(tmp):
-                os.remove(tmp)
         atomic_write(json.dumps(meta, indent=1), path + '.json')
         written['pt2'] = path
         written['pt2_json'] = path + '.json'

@@ -1,4 +1,5 @@
-from .atomic_local_backend import (AtomicLocalBackend, atomic_write,
+from .atomic_local_backend import (AtomicLocalBackend, atomic_path,
+                                   atomic_write,
                                    ensure_writable_dir, register_atomic_backend,
                                    remove_stale_temp_files)
 from .resumable_checkpoint import (find_resumable_checkpoint,
@@ -7,7 +8,8 @@ from .resumable_checkpoint import (find_resumable_checkpoint,
 register_atomic_backend()
 
 __all__ = [
-    'AtomicLocalBackend', 'atomic_write', 'register_atomic_backend',
+    'AtomicLocalBackend', 'atomic_path', 'atomic_write',
+    'register_atomic_backend',
     'remove_stale_temp_files', 'ensure_writable_dir',
     'find_resumable_checkpoint', 'is_complete_checkpoint'
 ]

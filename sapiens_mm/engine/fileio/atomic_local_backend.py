@@ -12,23 +12,25 @@ Importing :mod:`sapiens_mm` registers it as mmengine's ``'local'`` backend
 (the one used for paths without a ``scheme://`` prefix), so the Runner's
 ``CheckpointHook`` and ``mmengine.dump`` write atomically.
 """
+import contextlib
 import errno
 import os
 import os.path as osp
 import re
 import secrets
 from pathlib import Path
-from typing import List, Union
+from typing import Iterator, List, Union
 
 from mmengine.fileio import LocalBackend, register_backend
 from mmengine.logging import print_log
 
 __all__ = [
-    'AtomicLocalBackend', 'atomic_write', 'register_atomic_backend',
-    'remove_stale_temp_files', 'ensure_writable_dir'
+    'AtomicLocalBackend', 'atomic_path', 'atomic_write',
+    'register_atomic_backend', 'remove_stale_temp_files', 'ensure_writable_dir'
 ]
 
-#: ``.<name>.tmp<pid>_<8 hex>``: the temporary files of :func:`atomic_write`.
+#: ``.<name>.tmp<pid>_<8 hex>``: the temporary files of :func:`atomic_path`
+#: (and so of :func:`atomic_write`).
 _TMP_RE = re.compile(r'^\.(?P<name>.+)\.tmp(?P<pid>\d+)_[0-9a-f]{8}$')
 
 
@@ -47,6 +49,50 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def atomic_path(filepath: Union[str, Path]) -> Iterator[str]:
+    """A temporary path to write ``filepath`` through, renamed onto it
+    when the ``with`` block ends without an error.
+
+    For writers that take a path (``torch.export.save``, safetensors'
+    ``save_file``...). The temporary file is hidden, next to ``filepath``
+    (same file system, so the rename is atomic) and named like
+    :func:`atomic_write`'s (``.<name>.tmp<pid>_<hex>``), so
+    :func:`remove_stale_temp_files` cleans it up after a kill. If the block
+    raises, the temporary file is removed and ``filepath`` keeps its
+    previous content (or stays absent).
+
+    Example:
+        >>> with atomic_path('model.pt2') as tmp:
+        ...     torch.export.save(program, tmp)
+
+    Raises:
+        OSError: The write or the rename failed (full disk, no
+            permission...): the message names ``filepath``, ``errno`` is
+            kept.
+    """
+    filepath = osp.abspath(osp.expanduser(str(filepath)))
+    folder = osp.dirname(filepath)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise _write_error(filepath, e) from None
+    tmp_path = osp.join(
+        folder, f'.{osp.basename(filepath)}.tmp{os.getpid()}_'
+        f'{secrets.token_hex(4)}')
+    try:
+        try:
+            yield tmp_path
+            os.replace(tmp_path, filepath)
+        except BaseException:
+            if osp.exists(tmp_path):
+                os.remove(tmp_path)
+            raise
+    except OSError as e:
+        raise _write_error(filepath, e) from None
+    _fsync_dir(folder)
+
+
 def atomic_write(data: Union[bytes, str],
                  filepath: Union[str, Path],
                  encoding: str = 'utf-8') -> None:
@@ -54,9 +100,10 @@ def atomic_write(data: Union[bytes, str],
 
     The data goes to a hidden temporary file next to ``filepath`` (same file
     system, so the rename is atomic), which is flushed, ``fsync``\\ ed and
-    renamed onto ``filepath`` with ``os.replace``. If the process dies before
-    the rename, ``filepath`` keeps its previous content (or stays absent) and
-    only a ``.<name>.tmp*`` file is left behind.
+    renamed onto ``filepath`` with ``os.replace`` (:func:`atomic_path`). If
+    the process dies before the rename, ``filepath`` keeps its previous
+    content (or stays absent) and only a ``.<name>.tmp*`` file is left
+    behind.
 
     Args:
         data: Bytes, or text encoded with ``encoding``.
@@ -68,34 +115,17 @@ def atomic_write(data: Union[bytes, str],
             names ``filepath``, ``errno`` is kept, and no temporary file is
             left.
     """
-    filepath = osp.abspath(osp.expanduser(str(filepath)))
-    folder = osp.dirname(filepath)
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as e:
-        raise _write_error(filepath, e) from None
     if isinstance(data, str):
         data = data.encode(encoding)
-    # os.open with mode 0o666 (not mkstemp's 0o600): the final file gets the
-    # same permissions (umask applied) as one written with open(..., 'wb').
-    tmp_path = osp.join(
-        folder, f'.{osp.basename(filepath)}.tmp{os.getpid()}_'
-        f'{secrets.token_hex(4)}')
-    try:
+    with atomic_path(filepath) as tmp_path:
+        # os.open with mode 0o666 (not mkstemp's 0o600): the final file gets
+        # the same permissions (umask applied) as one written with
+        # open(..., 'wb').
         fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with os.fdopen(fd, 'wb') as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp_path, filepath)
-        except BaseException:
-            if osp.exists(tmp_path):
-                os.remove(tmp_path)
-            raise
-    except OSError as e:
-        raise _write_error(filepath, e) from None
-    _fsync_dir(folder)
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def _write_error(path: str, error: OSError) -> OSError:
