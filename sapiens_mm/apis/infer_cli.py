@@ -8,9 +8,12 @@ import json
 import os.path as osp
 from typing import List, Optional, Sequence
 
+from sapiens_mm.apis.inference import TASKS
+
 __all__ = ['build_parser', 'models_from_args', 'main', 'cli']
 
-_TASKS = ('pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo')
+#: The tasks in --help order (pose first, then the inferencer's order).
+_TASKS = ('pose', ) + tuple(t for t in TASKS if t != 'pose')
 
 
 def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:

@@ -57,7 +57,8 @@ from .utils.writers import VideoWriters, write_json, write_npy, write_png
 
 __all__ = ['SapiensInferencer']
 
-DENSE_TASKS = ('seg', 'depth', 'normal', 'pointmap', 'albedo')
+#: The dense tasks, in the order they run (seg first: it masks the others).
+DENSE_TASKS = tuple(t for t in TASKS if t != 'pose')
 
 
 class StopRequested(Exception):
