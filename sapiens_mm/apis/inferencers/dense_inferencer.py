@@ -1,5 +1,6 @@
 """Dense tasks on whole images: body-part segmentation, depth, normals, and
 Sapiens2's pointmaps and albedo."""
+import os.path as osp
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -8,16 +9,40 @@ import torch
 from sapiens_mm.visualization import (colorize_albedo, colorize_depth,
                                       colorize_normal, draw_seg)
 
+from ..inference import TASKS
 from .base_task_inferencer import BaseTaskInferencer
+from .utils.sources import Frame, Source
+from .utils.writers import write_npy, write_png
 
-__all__ = ['DenseInferencer']
+__all__ = ['DenseInferencer', 'DENSE_TASKS']
+
+#: The dense tasks, in the order the composite inferencer runs them (seg
+#: first: it masks the others).
+DENSE_TASKS = tuple(t for t in TASKS if t != 'pose')
 
 
 class DenseInferencer(BaseTaskInferencer):
     """Sapiens seg (``EncoderDecoder``), depth or normal
     (``SapiensDenseEstimator``), and Sapiens2 normal, pointmap or albedo
     (``Sapiens2DenseEstimator``) on whole images, at the original
-    resolution. Arguments: see :class:`BaseTaskInferencer`."""
+    resolution, as mmseg's ``MMSegInferencer``.
+
+    Arguments and call: see :class:`BaseTaskInferencer`. The predictions
+    are one array per image (:meth:`to_prediction`); ``pred_out_dir``
+    gets their ``.npy`` files (and seg label PNGs), ``vis_out_dir`` the
+    drawings (:meth:`draw`).
+
+    Example:
+        >>> from sapiens_mm.apis import DenseInferencer
+        >>> seg = DenseInferencer(
+        ...     'configs/seg/goliath/sapiens_0.3b-200e_goliath-1024x768.py',
+        ...     'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth')
+        >>> out = seg(['a.jpg', 'b.jpg'], batch_size=2, pred_out_dir='preds')
+        >>> out['predictions'][0].shape  # (H, W) uint8 part labels
+        (1080, 720)
+    """
+
+    supported_tasks = DENSE_TASKS
 
     @property
     def output_layer(self) -> torch.nn.Module:
@@ -57,36 +82,61 @@ class DenseInferencer(BaseTaskInferencer):
             align_corners)
 
     # ------------------------------------------------------------- steps
+    def preprocess(self, inputs: List[Source], batch_size: int = 1):
+        """Decode, run the test pipeline and collate ``batch_size`` images
+        at a time.
+
+        Args:
+            inputs: The images (:meth:`_inputs_to_list`).
+            batch_size: Images per batch.
+
+        Yields:
+            ``dict(inputs=[...], data_samples=[...])`` of each batch.
+        """
+        def prepare(frames: List[Frame]) -> dict:
+            packed = self.preprocess_images([f.image for f in frames])
+            self.name_samples(packed, frames)
+            return self.collate_fn(packed)
+
+        return self.chunks(inputs, batch_size, prepare)
+
     def preprocess_images(self, images: Sequence[np.ndarray]) -> List[dict]:
         """The test pipeline on (H, W, 3) uint8 BGR images (model-free)."""
-        return self.preprocess([dict(img=img) for img in images])
+        return self.run_pipeline([dict(img=img) for img in images])
 
-    def postprocess(self, samples: list) -> List[np.ndarray]:
-        """Per image: seg (H, W) uint8 labels, depth (H, W) float32,
-        normals (H, W, 3) float32 unit vectors, pointmaps (H, W, 3) float32
-        metric camera-frame XYZ or albedo (H, W, 3) float32 RGB in [0, 1],
-        at the original size."""
+    def to_prediction(self, sample) -> np.ndarray:
+        """One image's prediction at its original size: seg (H, W) uint8
+        labels, depth (H, W) float32, normals (H, W, 3) float32 unit
+        vectors, pointmaps (H, W, 3) float32 metric camera-frame XYZ or
+        albedo (H, W, 3) float32 RGB in [0, 1]."""
         if self.task == 'seg':
-            return [
-                s.pred_sem_seg.data[0].cpu().numpy().astype(np.uint8)
-                for s in samples
-            ]
+            return sample.pred_sem_seg.data[0].cpu().numpy().astype(np.uint8)
         if self.task == 'depth':
-            return [
-                s.pred_depth_map.data[0].float().cpu().numpy().astype(
-                    np.float32) for s in samples
-            ]
+            return sample.pred_depth_map.data[0].float().cpu().numpy(
+            ).astype(np.float32)
         key = dict(pointmap='pred_pointmap',
                    albedo='pred_albedo_map').get(self.task, 'pred_normal_map')
-        return [
-            s.get(key).data.float().cpu().numpy().transpose(1, 2, 0).astype(
-                np.float32) for s in samples
-        ]
+        return sample.get(key).data.float().cpu().numpy().transpose(
+            1, 2, 0).astype(np.float32)
 
-    def visualize(self,
-                  image: np.ndarray,
-                  pred: np.ndarray,
-                  foreground: Optional[np.ndarray] = None) -> np.ndarray:
+    def to_arrays(self, samples: list) -> List[np.ndarray]:
+        """:meth:`to_prediction` of each data sample."""
+        return [self.to_prediction(s) for s in samples]
+
+    def write_prediction(self, sample, prediction: np.ndarray,
+                         pred_out_dir: str) -> None:
+        """``<pred_out_dir>/<output_name>.npy`` (the array; see
+        :meth:`to_prediction`), and for seg also ``<output_name>.png`` (the
+        labels as a grey PNG)."""
+        base = osp.join(pred_out_dir, sample.metainfo['output_name'])
+        write_npy(base + '.npy', prediction)
+        if self.task == 'seg':
+            write_png(base + '.png', prediction)
+
+    def draw(self,
+             image: np.ndarray,
+             pred: np.ndarray,
+             foreground: Optional[np.ndarray] = None) -> np.ndarray:
         """BGR drawing of one prediction: part colours over the image with a
         legend (seg), an inferno depth map (depth, and the Z of a pointmap),
         RGB normals or the albedo (black outside ``foreground`` when

@@ -1,32 +1,50 @@
 """Top-down pose estimation: person boxes, crops, heatmaps, keypoints."""
-from pathlib import Path
-from typing import List, Mapping, Optional, Sequence, Tuple, Union
+import os.path as osp
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
-from mmengine.config import Config
 from mmengine.registry import DefaultScope
+from mmengine.structures import InstanceData
 from mmpose.datasets.transforms import TopdownAffine
+from mmpose.structures import PoseDataSample, merge_data_samples
 
 from sapiens_mm.codecs import as_batch_decoder
 from sapiens_mm.visualization import SkeletonStyle, draw_openpose, draw_pose
 
 from ..inference import skeleton_name
 from ..model_zoo import SapiensModelInfo
-from .base_task_inferencer import BaseTaskInferencer
-from .utils.person_detector import (PersonDetector, build_person_detector,
+from .base_task_inferencer import (BaseTaskInferencer, ModelType,
+                                   WeightsType)
+from .utils.person_detector import (PersonDetector, boxes_per_input,
+                                    build_person_detector,
                                     select_person_boxes)
+from .utils.sources import Frame, Source
+from .utils.writers import write_json
 
 __all__ = ['PoseInferencer']
 
 
 class PoseInferencer(BaseTaskInferencer):
-    """Sapiens pose on images: boxes (given, detected or the whole image),
-    one crop per person, keypoints in image pixels.
+    """Sapiens pose on images, as mmpose's ``Pose2DInferencer``: person
+    boxes (given, detected or the whole image), one crop per person,
+    keypoints in image pixels.
+
+    Call: see :class:`BaseTaskInferencer`; also ``bboxes`` (one N x 4
+    (x1, y1, x2, y2) or N x 5 (+ score) array for every input, or a list
+    with one such array or None per input), ``bbox_thr`` and ``nms_thr``
+    (this call's detector thresholds), ``draw_bbox`` and
+    ``skeleton_style`` (the drawings, see :meth:`draw`). The predictions are
+    one dict per image (:meth:`to_prediction`); the data samples one
+    ``PoseDataSample`` per image, its people merged as mmpose's
+    ``merge_data_samples`` does, with ``skeleton`` and ``bbox_source`` in its
+    metainfo. ``pred_out_dir`` gets the COCO-style JSON record of each image
+    (:meth:`to_json`), ``vis_out_dir`` the drawings.
 
     Args:
-        cfg: A ``TopdownPoseEstimator`` config.
-        checkpoint: See :class:`BaseTaskInferencer`.
+        model: The ``TopdownPoseEstimator`` config, or a checkpoint alone;
+            see :class:`BaseTaskInferencer`.
+        weights: Its checkpoint.
         device: Torch device.
         dtype: Autocast precision.
         info: Model zoo facts of the checkpoint.
@@ -40,13 +58,30 @@ class PoseInferencer(BaseTaskInferencer):
         bbox_thr: Minimum detector score of a person box.
         nms_thr: IoU threshold of the box NMS.
         kpt_thr: Keypoints below this score are not drawn.
+        show_progress: Show a progress bar over the batches of a call.
+
+    Example:
+        >>> from sapiens_mm.apis import PoseInferencer
+        >>> pose = PoseInferencer(
+        ...     'configs/pose/goliath/sapiens_0.3b-210e_goliath-1024x768.py',
+        ...     'sapiens_0.3b_goliath_best_goliath_AP_573.pth',
+        ...     detector='none')
+        >>> out = pose('photo.jpg', bboxes=[np.array([[10, 8, 80, 110]])])
+        >>> out['predictions'][0]['keypoints'].shape  # (N, K, 2) pixels
+        (1, 308, 2)
     """
 
+    supported_tasks = ('pose', )
+    preprocess_kwargs: set = {'bboxes', 'bbox_thr', 'nms_thr'}
+    visualize_kwargs: set = BaseTaskInferencer.visualize_kwargs | {
+        'draw_bbox', 'skeleton_style'
+    }
+
     def __init__(self,
-                 cfg: Config,
-                 checkpoint: Union[str, Path, Mapping, None] = None,
-                 device: Union[str, torch.device] = 'cpu',
-                 dtype: torch.dtype = torch.float32,
+                 model: ModelType = None,
+                 weights: WeightsType = None,
+                 device: Union[str, torch.device, None] = None,
+                 dtype: Union[torch.dtype, str] = torch.float32,
                  info: Optional[SapiensModelInfo] = None,
                  detector: Union[str, PersonDetector, None] = 'hog',
                  det_config=None,
@@ -54,8 +89,10 @@ class PoseInferencer(BaseTaskInferencer):
                  det_cat_id: int = 0,
                  bbox_thr: float = 0.3,
                  nms_thr: float = 0.3,
-                 kpt_thr: float = 0.3) -> None:
-        super().__init__(cfg, checkpoint, device, dtype, info)
+                 kpt_thr: float = 0.3,
+                 show_progress: bool = True) -> None:
+        super().__init__(model, weights, device, dtype, info,
+                         show_progress=show_progress)
         if not self.exported:  # decode all crops at once, on the device
             self.model.head.decoder = as_batch_decoder(self.model.head.decoder)
         if self.exported:
@@ -63,7 +100,7 @@ class PoseInferencer(BaseTaskInferencer):
             with DefaultScope.overwrite_default_scope('mmpose'):
                 self.codec = KEYPOINT_CODECS.build(self.cfg.model.head.decoder)
         self.detector = build_person_detector(detector, det_config,
-                                              det_checkpoint, str(device),
+                                              det_checkpoint, str(self.device),
                                               det_cat_id)
         self.bbox_thr, self.nms_thr, self.kpt_thr = bbox_thr, nms_thr, kpt_thr
 
@@ -89,9 +126,47 @@ class PoseInferencer(BaseTaskInferencer):
             self.cfg.model.get('test_cfg', {}).get('output_keypoint_indices'))
 
     # ------------------------------------------------------------- steps
-    def preprocess_images(
-            self, images: Sequence[np.ndarray], names: Sequence[str],
-            user_boxes: Sequence[Optional[np.ndarray]]) -> dict:
+    def preprocess(self,
+                   inputs: List[Source],
+                   batch_size: int = 1,
+                   bboxes=None,
+                   bbox_thr: Optional[float] = None,
+                   nms_thr: Optional[float] = None):
+        """Decode ``batch_size`` images at a time, find their person boxes
+        and crop them (:meth:`preprocess_images`).
+
+        Args:
+            inputs: The images (:meth:`_inputs_to_list`).
+            batch_size: Images per batch (all their people run in one
+                forward pass).
+            bboxes: Boxes given per input (see the class docstring).
+            bbox_thr: Detector score threshold (None: the inferencer's).
+            nms_thr: Detector NMS IoU threshold (None: the inferencer's).
+
+        Yields:
+            Per batch, :meth:`preprocess_images`'s dict plus ``data``, the
+            collated crops.
+        """
+        user_boxes = boxes_per_input(bboxes,
+                                     max(s.index for s in inputs) + 1)
+
+        def prepare(frames: List[Frame]) -> dict:
+            prepared = self.preprocess_images(
+                [f.image for f in frames], [f.source.name for f in frames],
+                [user_boxes[f.source.index] for f in frames], bbox_thr,
+                nms_thr)
+            self.name_samples(prepared['packed'], frames, prepared['owners'])
+            prepared['data'] = self.collate_fn(prepared['packed'])
+            return prepared
+
+        return self.chunks(inputs, batch_size, prepare)
+
+    def preprocess_images(self,
+                          images: Sequence[np.ndarray],
+                          names: Sequence[str],
+                          user_boxes: Sequence[Optional[np.ndarray]],
+                          bbox_thr: Optional[float] = None,
+                          nms_thr: Optional[float] = None) -> dict:
         """Person boxes and crops of a batch of images (model-free).
 
         Args:
@@ -99,17 +174,21 @@ class PoseInferencer(BaseTaskInferencer):
             names: Their names (``img_path`` of the data samples).
             user_boxes: Per image, boxes given by the user or None (see
                 :func:`~.utils.person_detector.select_person_boxes`).
+            bbox_thr: Detector score threshold (None: the inferencer's).
+            nms_thr: Detector NMS IoU threshold (None: the inferencer's).
 
         Returns:
             ``dict(people=[per image: bboxes, bbox_scores, bbox_source,
             skeleton], packed=[pipeline output per person], owners=[image
             index per person])``.
         """
+        bbox_thr = self.bbox_thr if bbox_thr is None else bbox_thr
+        nms_thr = self.nms_thr if nms_thr is None else nms_thr
         people, infos, owners = [], [], []
         for i, (img, name, boxes) in enumerate(zip(images, names,
                                                   user_boxes)):
             boxes, scores, source = select_person_boxes(
-                img, self.detector, boxes, self.bbox_thr, self.nms_thr)
+                img, self.detector, boxes, bbox_thr, nms_thr)
             people.append(
                 dict(skeleton=skeleton_name(self.dataset_meta),
                      bboxes=boxes,
@@ -123,28 +202,82 @@ class PoseInferencer(BaseTaskInferencer):
                 info.update(self.dataset_meta)
                 infos.append(info)
                 owners.append(i)
-        return dict(people=people, packed=self.preprocess(infos),
+        return dict(people=people, packed=self.run_pipeline(infos),
                     owners=owners)
 
-    def postprocess(self, prepared: dict, samples: list) -> List[dict]:
-        """Per image: its people (from :meth:`preprocess_images`) with
-        ``keypoints`` (N, K, 2) in image pixels, ``keypoint_scores`` (N, K)
-        and ``samples`` (the N data samples)."""
-        k = self.num_keypoints
-        results = []
-        for i, people in enumerate(prepared['people']):
-            mine = [s for s, o in zip(samples, prepared['owners']) if o == i]
-            pose = dict(people)
-            pose['keypoints'] = np.stack([
-                np.asarray(s.pred_instances.keypoints[0], np.float32)
-                for s in mine
-            ]) if mine else np.zeros((0, k, 2), np.float32)
-            pose['keypoint_scores'] = np.stack([
-                np.asarray(s.pred_instances.keypoint_scores[0], np.float32)
-                for s in mine
-            ]) if mine else np.zeros((0, k), np.float32)
-            results.append(dict(pose=pose, samples=mine))
-        return results
+    def forward(self, inputs: dict, **kwargs) -> List[PoseDataSample]:
+        """One :meth:`preprocess` batch through the model: every person
+        crop at once; returns one merged data sample per image
+        (:meth:`merge_people`)."""
+        samples = self.run_model(inputs['data']) if inputs['packed'] else []
+        return [
+            self.merge_people(people, crops) for people, crops in zip(
+                inputs['people'], self.crops_per_image(inputs, samples))
+        ]
+
+    @staticmethod
+    def crops_per_image(prepared: dict, samples: list) -> List[list]:
+        """The crop data samples of each image of a
+        :meth:`preprocess_images` output, in crop order."""
+        groups: List[list] = [[] for _ in prepared['people']]
+        for sample, owner in zip(samples, prepared['owners']):
+            groups[owner].append(sample)
+        return groups
+
+    def merge_people(self, people: dict,
+                     crops: List[PoseDataSample]) -> PoseDataSample:
+        """One image's crop data samples as one ``PoseDataSample`` (mmpose's
+        ``merge_data_samples``: ``pred_instances`` of all its people), with
+        ``skeleton`` and ``bbox_source`` (from :meth:`preprocess_images`'
+        ``people``) in its metainfo."""
+        if crops:
+            merged = merge_data_samples(crops)
+        else:
+            k = self.num_keypoints
+            merged = PoseDataSample(pred_instances=InstanceData(
+                keypoints=np.zeros((0, k, 2), np.float32),
+                keypoint_scores=np.zeros((0, k), np.float32),
+                bboxes=np.zeros((0, 4), np.float32),
+                bbox_scores=np.zeros(0, np.float32)))
+        merged.set_metainfo(dict(skeleton=people['skeleton'],
+                                 bbox_source=people['bbox_source']))
+        return merged
+
+    def to_prediction(self, sample: PoseDataSample) -> dict:
+        """One image's people: ``skeleton``, ``bboxes`` (N, 4) xyxy,
+        ``bbox_scores`` (N, ), ``bbox_source`` (``'user'``, ``'detector'``
+        or ``'whole_image'``), ``keypoints`` (N, K, 2) in image pixels and
+        ``keypoint_scores`` (N, K), all float32 (a merged data sample of
+        :meth:`merge_people`)."""
+        inst = sample.pred_instances
+        return dict(
+            skeleton=sample.metainfo['skeleton'],
+            bboxes=np.asarray(inst.bboxes, np.float32).reshape(-1, 4),
+            bbox_scores=np.asarray(inst.bbox_scores, np.float32).reshape(-1),
+            bbox_source=sample.metainfo['bbox_source'],
+            keypoints=np.asarray(inst.keypoints, np.float32),
+            keypoint_scores=np.asarray(inst.keypoint_scores, np.float32))
+
+    def keypoints_of(self, prepared: dict, samples: list) -> List[dict]:
+        """Per image of a :meth:`preprocess_images` output:
+        ``dict(pose=`` :meth:`to_prediction` ``, samples=[its N crop data
+        samples])`` from the crop data samples of :meth:`forward_batches`.
+        """
+        return [
+            dict(pose=self.to_prediction(self.merge_people(people, crops)),
+                 samples=crops) for people, crops in zip(
+                     prepared['people'], self.crops_per_image(
+                         prepared, samples))
+        ]
+
+    def write_prediction(self, sample: PoseDataSample, prediction: dict,
+                         pred_out_dir: str) -> None:
+        """``<pred_out_dir>/<output_name>.json``: the :meth:`to_json`
+        record of the image."""
+        write_json(
+            osp.join(pred_out_dir, sample.metainfo['output_name'] + '.json'),
+            self.to_json(sample.metainfo['img_path'], None,
+                         sample.metainfo['ori_shape'], prediction))
 
     @property
     def keypoint_names(self) -> List[str]:
@@ -156,16 +289,16 @@ class PoseInferencer(BaseTaskInferencer):
                              'a metainfo with keypoint_info.')
         return [meta['keypoint_id2name'][i] for i in range(self.num_keypoints)]
 
-    def visualize(self,
-                  image: np.ndarray,
-                  pose: dict,
-                  draw_bbox: bool = True,
-                  style: SkeletonStyle = 'mmpose') -> np.ndarray:
+    def draw(self,
+             image: np.ndarray,
+             pose: dict,
+             draw_bbox: bool = True,
+             skeleton_style: SkeletonStyle = 'mmpose') -> np.ndarray:
         """The skeletons of one image's people, BGR: ``'mmpose'`` over the
         image in the layout's colours (and the boxes), ``'openpose'`` the
         ControlNet-style skeleton on black (see
         :func:`sapiens_mm.visualization.draw_openpose`)."""
-        if style == 'openpose':
+        if skeleton_style == 'openpose':
             return draw_openpose(pose['keypoints'], pose['keypoint_scores'],
                                  self.keypoint_names, image.shape[:2],
                                  kpt_thr=self.kpt_thr)

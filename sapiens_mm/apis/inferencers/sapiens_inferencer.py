@@ -46,9 +46,10 @@ from sapiens_mm.visualization import SKELETON_STYLES, SkeletonStyle
 from ..inference import DTYPES, TASKS, Task
 from ..model_zoo import SapiensModelInfo
 from .base_task_inferencer import BaseTaskInferencer
-from .dense_inferencer import DenseInferencer
+from .dense_inferencer import DENSE_TASKS, DenseInferencer
 from .model_spec import ModelSpec, resolve_models
 from .pose_inferencer import PoseInferencer
+from .utils.display import StopRequested, show_images
 from .utils.person_detector import PersonDetector, boxes_per_input
 from .utils.prefetch import in_background
 from .utils.sources import (Frame, InputsType, Source, collect_sources,
@@ -56,14 +57,6 @@ from .utils.sources import (Frame, InputsType, Source, collect_sources,
 from .utils.writers import VideoWriters, write_json, write_npy, write_png
 
 __all__ = ['SapiensInferencer']
-
-#: The dense tasks, in the order they run (seg first: it masks the others).
-DENSE_TASKS = tuple(t for t in TASKS if t != 'pose')
-
-
-class StopRequested(Exception):
-    """The user closed the live view."""
-
 
 def _nonfinite_counts(pred: dict) -> Dict[str, int]:
     """Per dense task of one frame's prediction, how many NaN / inf values
@@ -601,9 +594,9 @@ class SapiensInferencer:
             if task not in self.task_inferencers:
                 continue
             ti = self.task_inferencers[task]
-            samples = ti.forward(prepared['dense'][task], batch_size)
+            samples = ti.forward_batches(prepared['dense'][task], batch_size)
             for pred, sample, arr in zip(preds, samples,
-                                         ti.postprocess(samples)):
+                                         ti.to_arrays(samples)):
                 pred['samples'][task] = sample
                 pred[task] = arr
         for pred in preds:  # before the seg mask adds NaNs on purpose
@@ -617,9 +610,10 @@ class SapiensInferencer:
         ready = {}
         if 'pose' in self.task_inferencers:
             ti = self.task_inferencers['pose']
-            samples = ti.forward(prepared['pose']['packed'], batch_size)
+            samples = ti.forward_batches(prepared['pose']['packed'],
+                                         batch_size)
             ready = dict(zip(prepared['pose_frames'],
-                             ti.postprocess(prepared['pose'], samples)))
+                             ti.keypoints_of(prepared['pose'], samples)))
         # In frame order: each frame's tracking needs the previous frame's.
         for i, (frame, pred) in enumerate(zip(prepared['batch'], preds)):
             if 'pose' in self.task_inferencers:
@@ -648,8 +642,8 @@ class SapiensInferencer:
             boxes = None  # everyone was lost: detect
         prepared = ti.preprocess_images([frame.image], [frame.source.name],
                                         [boxes])
-        out = ti.postprocess(prepared,
-                             ti.forward(prepared['packed'], batch_size))[0]
+        out = ti.keypoints_of(
+            prepared, ti.forward_batches(prepared['packed'], batch_size))[0]
         if boxes is not None:
             out['pose']['bbox_source'] = 'keypoints'
             if state.track_ids is not None:  # each box's track is known
@@ -690,12 +684,12 @@ class SapiensInferencer:
         vis = {}
         for task, ti in self.task_inferencers.items():
             if task == 'pose':
-                vis[task] = ti.visualize(frame.image, pred['pose'], draw_bbox,
-                                         skeleton_style)
+                vis[task] = ti.draw(frame.image, pred['pose'], draw_bbox,
+                                    skeleton_style)
             elif task == 'seg':
-                vis[task] = ti.visualize(frame.image, pred['seg'])
+                vis[task] = ti.draw(frame.image, pred['seg'])
             else:
-                vis[task] = ti.visualize(frame.image, pred[task], fg)
+                vis[task] = ti.draw(frame.image, pred[task], fg)
         return vis
 
     def postprocess(self, frame: Frame, pred: dict, videos: VideoWriters,
@@ -763,7 +757,7 @@ class SapiensInferencer:
             if opts['return_vis']:
                 result['visualization'] = vis
             if opts['show']:
-                self._show(vis, opts['wait_time'])
+                show_images(vis, max(1, int(opts['wait_time'])))
         if opts['return_datasamples']:
             result['datasamples'] = pred['samples']
         return result
@@ -787,16 +781,3 @@ class SapiensInferencer:
             files[f'mask_person{i}'] = f'{base}_person{i}.png'
             write_png(files[f'mask_person{i}'], cut)
         result['pred_files'].update(files)
-
-    @staticmethod
-    def _show(vis: Dict[str, np.ndarray], wait_time: int) -> None:
-        try:
-            for task, img in vis.items():
-                cv2.imshow(f'Sapiens {task}', img)
-            key = cv2.waitKey(max(1, int(wait_time))) & 0xFF
-        except cv2.error as e:
-            raise RuntimeError(
-                f'Cannot open a window to show results ({e}); run without '
-                'show / --show and use out_dir instead.') from None
-        if key in (ord('q'), 27):
-            raise StopRequested
