@@ -18,7 +18,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from sapiens_mm.apis import SapiensInferencer
+from sapiens_mm.apis import DenseInferencer, SapiensInferencer
 from sapiens_mm.apis.infer_cli import main as infer_main
 from sapiens_mm.apis.inference import (init_model, pose_dataset_meta,
                                        set_input_size)
@@ -479,3 +479,18 @@ def test_dense_flip_test_in_graph():
     model = init_model(cfg)
     with pytest.raises(ValueError, match='set model.test_cfg.mode="whole"'):
         check_test_cfg('normal', model)
+
+
+def test_task_inferencer_takes_an_exported_file_alone(exported):
+    """``DenseInferencer('x.onnx')``: task and config from the file, the
+    same depth as the eager model (1e-4: onnxruntime against PyTorch
+    float32, as test_inferencer_runs_onnx_like_eager)."""
+    img = image(70, 50, 3)
+    onnx = DenseInferencer(exported['depth']['onnx'], device='cpu',
+                           show_progress=False)
+    assert onnx.exported and onnx.task == 'depth'
+    eager = DenseInferencer(exported['depth']['cfg'],
+                            exported['depth']['ckpt'], device='cpu',
+                            show_progress=False)
+    np.testing.assert_allclose(onnx(img)['predictions'][0],
+                               eager(img)['predictions'][0], atol=1e-4)

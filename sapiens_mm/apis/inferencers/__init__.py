@@ -1,12 +1,22 @@
-"""Inferencers: one per task (:class:`PoseInferencer`,
-:class:`DenseInferencer`) and the multi-task :class:`SapiensInferencer`."""
+"""Inferencers: one per task and the multi-task one.
+
+* :class:`PoseInferencer` and :class:`DenseInferencer` (seg, depth, normal,
+  Sapiens2 pointmap / albedo) are ``mmengine.infer.BaseInferencer``
+  subclasses (through :class:`BaseTaskInferencer`), called like mmpose's
+  ``Pose2DInferencer`` and mmseg's ``MMSegInferencer`` on images:
+  ``inferencer(inputs, return_datasamples=False, batch_size=1, **kwargs)``
+  returns ``dict(predictions=[...], visualization=[...])``.
+* :class:`SapiensInferencer` runs any of them together on images, folders,
+  videos and webcams, decoding each input once.
+"""
 from .base_task_inferencer import BaseTaskInferencer
-from .dense_inferencer import DenseInferencer
+from .dense_inferencer import DENSE_TASKS, DenseInferencer
 from .model_spec import ResolvedModel, resolve_model, resolve_models
 from .pose_inferencer import PoseInferencer
 from .sapiens_inferencer import SapiensInferencer
 
 __all__ = [
     'BaseTaskInferencer', 'DenseInferencer', 'PoseInferencer',
-    'SapiensInferencer', 'ResolvedModel', 'resolve_model', 'resolve_models'
+    'SapiensInferencer', 'DENSE_TASKS', 'ResolvedModel', 'resolve_model',
+    'resolve_models'
 ]

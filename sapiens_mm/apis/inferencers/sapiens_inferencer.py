@@ -7,8 +7,10 @@ it once from models, call it on inputs, get one result dict per image or
 video frame, optionally written to ``out_dir``. It runs any combination of
 the four tasks on the same inputs, decoding each image once; each task is
 one single-task inferencer (:class:`~.pose_inferencer.PoseInferencer`,
-:class:`~.dense_inferencer.DenseInferencer`) and a batch goes through the
-same steps: :meth:`SapiensInferencer.preprocess` (decoding, person boxes,
+:class:`~.dense_inferencer.DenseInferencer`, mmengine ``BaseInferencer``
+subclasses of their own), used through its lower-level helpers
+(``preprocess_images``, ``forward_batches``, ``to_arrays`` /
+``keypoints_of``, ``draw``), and a batch goes through the same steps: :meth:`SapiensInferencer.preprocess` (decoding, person boxes,
 test pipelines; model-free), :meth:`~SapiensInferencer.forward` (the
 models), :meth:`~SapiensInferencer.visualize` and
 :meth:`~SapiensInferencer.postprocess` (result dict and files).

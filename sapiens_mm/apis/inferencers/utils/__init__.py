@@ -1,5 +1,6 @@
-"""Building blocks of the inferencers: input sources, prefetching, writers
-and the person detectors of top-down pose."""
+"""Building blocks of the inferencers: input sources, prefetching, writers,
+windows and the person detectors of top-down pose."""
+from .display import StopRequested, show_images
 from .person_detector import (MMDetPersonDetector, OpenCVFaceDetector,
                               OpenCVPersonDetector, PersonDetector,
                               boxes_per_input, build_person_detector,
@@ -17,5 +18,6 @@ __all__ = [
     'whole_image_box', 'boxes_per_input', 'check_boxes', 'in_background',
     'Source', 'unique_names',
     'Frame', 'check_array', 'collect_sources', 'iter_frames', 'count_frames',
-    'VideoWriters', 'write_json', 'write_npy', 'write_png'
+    'VideoWriters', 'write_json', 'write_npy', 'write_png', 'StopRequested',
+    'show_images'
 ]
