@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from mmpose.codecs import MSRAHeatmap, UDPHeatmap
+from tool_helpers import load_tool
 
 from sapiens_mm.codecs import (
     BatchUDPHeatmap,
@@ -171,8 +172,8 @@ def test_head_decodes_batched_like_upstream():
 def test_benchmark_decode_cli():
     """``benchmark.py --decode`` times both decoders on the same heatmaps
     and reports how far apart their keypoints are."""
-    from sapiens_mm.apis.benchmark import main
-    lines = []  # the report (tools/analysis/benchmark.py prints it)
+    main = load_tool('analysis/benchmark').main
+    lines = []  # the report (the tool prints it by default)
     out = main(['--decode', '--decode-sizes', '16x12', '--decode-people',
                 '2', '--repeats', '1', '--warmup', '0', '--device', 'cpu'],
                echo=lines.append)

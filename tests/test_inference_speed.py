@@ -25,7 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from sapiens_mm.apis.benchmark import benchmark_model, build_backbone, main
+from tool_helpers import load_tool
+
+from sapiens_mm.apis.benchmark import benchmark_model, build_backbone
 from sapiens_mm.utils.cuda_graph_forward import CUDAGraphForward
 from sapiens_mm.utils.sdpa import (
     SDPA_BACKENDS,
@@ -132,7 +134,8 @@ def test_cuda_graph_refuses_cpu():
     with pytest.raises(ValueError, match='cuda_graph needs a CUDA device'):
         benchmark_model(tiny(), device='cpu', cuda_graph=True)
     with pytest.raises(SystemExit, match='--cuda-graph needs a CUDA device'):
-        main(['--arch', 'sapiens_tiny', '--device', 'cpu', '--cuda-graph'])
+        load_tool('analysis/benchmark').main(
+            ['--arch', 'sapiens_tiny', '--device', 'cpu', '--cuda-graph'])
 
 
 @needs_cuda

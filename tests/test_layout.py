@@ -64,3 +64,50 @@ def test_no_private_name_is_imported_across_modules():
         assert list(_private_imports(probe))
     finally:
         probe.unlink()
+
+
+def _prints_and_parsers(path: Path):
+    """``print(...)`` calls, ``sys.stdout/stderr.write`` and argparse imports
+    in one file."""
+    tree = ast.parse(path.read_text(), str(path))
+    where = path.relative_to(ROOT)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id == 'print':
+                yield f'{where}:{node.lineno} calls print'
+            if (isinstance(f, ast.Attribute) and f.attr == 'write'
+                    and isinstance(f.value, ast.Attribute)
+                    and f.value.attr in ('stdout', 'stderr')):
+                yield f'{where}:{node.lineno} writes to sys.{f.value.attr}'
+        names = ([a.name for a in node.names] if isinstance(
+            node, ast.Import) else [node.module] if isinstance(
+                node, ast.ImportFrom) else [])
+        if 'argparse' in names:
+            yield f'{where}:{node.lineno} imports argparse'
+
+
+# The package's own command lines (``python -m sapiens_mm`` and its
+# ``export`` subcommand) and their shared error handling; every other CLI
+# (benchmark, demo, train, test...) lives in tools/.
+PACKAGE_CLIS = {'apis/infer_cli.py', 'deploy/cli.py', 'utils/cli.py'}
+
+
+def test_library_code_returns_data_and_logs():
+    """No module of the package prints; the benchmark's and the demo's
+    command lines are in tools/, the library parts only return data."""
+    pkg = ROOT / 'sapiens_mm'
+    found = [
+        hit for f in sorted(pkg.rglob('*.py'))
+        if str(f.relative_to(pkg)) not in PACKAGE_CLIS
+        for hit in _prints_and_parsers(f)
+    ]
+    assert not found, found
+    # the scan itself finds each kind
+    probe = ROOT / 'tests' / '_layout_print_probe.py'
+    probe.write_text('import argparse\nimport sys\nprint(1)\n'
+                     'sys.stderr.write("x")\n')
+    try:
+        assert len(list(_prints_and_parsers(probe))) == 3
+    finally:
+        probe.unlink()

@@ -5,11 +5,14 @@ import json
 
 import pytest
 import torch
+from tool_helpers import load_tool
 from torch.utils.flop_counter import FlopCounterMode
 
 from sapiens_mm.apis.benchmark import (benchmark_model, build_backbone,
-                                       count_work, kernel_calls, main)
+                                       count_work, kernel_calls)
 from sapiens_mm.models import Sapiens2VisionTransformer
+
+main = load_tool('analysis/benchmark').main
 
 C, FFN, HEADS, HD = 64, 128, 4, 16  # sapiens2_tiny
 

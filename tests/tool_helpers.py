@@ -9,9 +9,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def load_tool(name: str) -> ModuleType:
     """``tools/<name>.py`` as a module (its ``__main__`` block does not
-    run)."""
-    spec = importlib.util.spec_from_file_location(f'tools_{name}',
-                                                  ROOT / 'tools' / f'{name}.py')
+    run); ``name`` may have a folder, e.g. ``'analysis/benchmark'``."""
+    spec = importlib.util.spec_from_file_location(
+        'tools_' + name.replace('/', '_'),
+        ROOT / 'tools' / f'{name}.py')
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

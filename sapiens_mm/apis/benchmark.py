@@ -21,7 +21,8 @@ Everything else the model does (layer norms, activations, residual adds,
 copies, Python) counts as overhead against the limit.
 
 Example:
-    >>> from sapiens_mm.apis.benchmark import build_backbone, benchmark_model
+    >>> from sapiens_mm.apis.benchmark import (benchmark_model, build_backbone,
+    ...                                        format_report)
     >>> model = build_backbone('sapiens_tiny', (256, 192))
     >>> result = benchmark_model(model, batch_size=1, img_size=(256, 192))
     >>> text = format_report(result)
@@ -29,7 +30,6 @@ Example:
 import contextlib
 import copy
 import math
-import os
 import statistics
 import sys
 import time
@@ -53,7 +53,8 @@ __all__ = [
     'count_work', 'kernel_calls', 'measure_rates', 'limit_seconds',
     'time_callable',
     'PeakMemory', 'benchmark_model', 'end_to_end',
-    'gpu_peak_tflops', 'format_report', 'benchmark_decode', 'format_decode'
+    'gpu_peak_tflops', 'format_report', 'format_end_to_end', 'benchmark_decode',
+    'format_decode', 'result_to_json'
 ]
 
 DTYPES = {
@@ -1158,200 +1159,10 @@ def format_decode(rows: List[dict]) -> str:
     return '\n'.join(lines)
 
 
-# ------------------------------------------------------------ CLI
-def build_parser(prog: Optional[str] = None):
-    """The argument parser of ``tools/analysis/benchmark.py``."""
-    import argparse
-
-    from mmengine.config import DictAction
-    p = argparse.ArgumentParser(
-        prog=prog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            'Speed of a Sapiens backbone or task model: images/s, latency, '
-            'peak memory, achieved GFLOP/s, and the limit (the time its '
-            'FLOPs take at the rates this machine reaches on the model\'s '
-            'own matmul and attention shapes, measured in the same run).'),
-        epilog=(
-            'Examples:\n'
-            '  python tools/analysis/benchmark.py --arch sapiens_0.3b '
-            '--compare-stock\n'
-            '  python tools/analysis/benchmark.py --arch sapiens_0.3b '
-            '--dtype bf16 --compare-stock\n'
-            '  python tools/analysis/benchmark.py --arch sapiens2_0.4b '
-            '--dtype bf16 --compare-stock\n'
-            '  python tools/analysis/benchmark.py --arch sapiens_0.3b '
-            '--end-to-end photos/\n'
-            '  python tools/analysis/benchmark.py --config '
-            'configs/pose/goliath/sapiens_1b-210e_goliath-1024x768.py '
-            '--device cuda --dtype bf16 --batch-size 8 --compile'))
-    what = p.add_mutually_exclusive_group()
-    what.add_argument(
-        '--arch', default='sapiens_0.3b',
-        help='backbone arch: sapiens_0.3b | sapiens_0.6b | sapiens_1b | '
-        'sapiens_2b | sapiens_tiny, or Sapiens2: sapiens2_0.1b | '
-        'sapiens2_0.4b | sapiens2_0.8b | sapiens2_1b | sapiens2_1b_4k | '
-        'sapiens2_5b | sapiens2_tiny (default: %(default)s)')
-    what.add_argument('--config', default=None,
-                      help='a task config (pose / seg / depth / normal): '
-                      'times the whole model (backbone + head)')
-    p.add_argument('--layers', type=int, default=None,
-                   help='with --arch: keep only the first N encoder layers '
-                   '(quick runs; FLOPs and limit follow)')
-    p.add_argument('--checkpoint', default=None,
-                   help='weights for --config (default: random)')
-    p.add_argument('--img-size', type=int, nargs=2, default=(1024, 768),
-                   metavar=('H', 'W'), help='input size (default: 1024 768)')
-    p.add_argument('--batch-size', type=int, default=1)
-    p.add_argument('--dtype', choices=sorted(DTYPES), default='fp32')
-    p.add_argument('--autocast', action='store_true',
-                   help='apply bf16 / fp16 with torch.autocast (fp32 '
-                   'weights) instead of casting the model to the dtype')
-    p.add_argument('--device', default=None,
-                   help='cpu, cuda or cuda:N (default: cuda if available)')
-    p.add_argument('--threads', type=int, default=None,
-                   help='CPU threads for torch (default: torch\'s choice)')
-    p.add_argument('--warmup', type=int, default=1,
-                   help='untimed forward passes (default: %(default)s)')
-    p.add_argument('--repeats', type=int, default=3,
-                   help='timed forward passes (default: %(default)s)')
-    p.add_argument('--compile', action='store_true',
-                   help='time torch.compile(model) (compiled in the warm-up)')
-    p.add_argument('--compile-mode', choices=COMPILE_MODES, default=None,
-                   help='torch.compile mode (implies --compile): '
-                   'reduce-overhead adds CUDA graphs on a GPU, max-autotune '
-                   'also searches GEMM kernels')
-    p.add_argument('--sdpa-backend', choices=SDPA_BACKENDS, default='auto',
-                   help='attention kernel of our model and of the limit: '
-                   'auto (PyTorch chooses), cudnn, flash, efficient, math; '
-                   'cudnn / efficient fall back to auto on CPU (default: '
-                   '%(default)s)')
-    p.add_argument('--cuda-graph', action='store_true',
-                   help='capture our forward pass as one CUDA graph and time '
-                   'its replays (CUDA only; fixed batch)')
-    p.add_argument('--channels-last', action='store_true',
-                   help='channels-last 4-D weights (patch embedding, head '
-                   'convolutions)')
-    p.add_argument('--compare-stock', action='store_true',
-                   help='also time mmpretrain\'s VisionTransformer (Sapiens2: '
-                   'a plain-PyTorch reference written from the official '
-                   'model\'s description) with the same arch and weights; '
-                   'print the speed ratio and the max output difference')
-    p.add_argument('--peak-tflops', type=float, default=None,
-                   help='GPU peak TFLOP/s for the dtype (default: a table '
-                   'of known GPUs, e.g. H100/H200 SXM 989, A100 312)')
-    e = p.add_argument_group('end-to-end')
-    e.add_argument('--end-to-end', metavar='SOURCE', default=None,
-                   help='time SapiensInferencer on a folder of images or a '
-                   'video (decode, detection, pre-processing, models, '
-                   'decoding, post-processing, writing) against model-only '
-                   'time of the same work at the same batch size')
-    e.add_argument('--e2e-config', nargs='+', default=None,
-                   help='task config(s) the inferencer runs, e.g. a pose '
-                   'and a seg config (default: with --config that config, '
-                   'else the Goliath body-part segmentation config of '
-                   '--arch)')
-    e.add_argument('--e2e-boxes', metavar='JSON', default=None,
-                   help='person boxes for pose, used for every frame: a '
-                   'JSON file with a list of [x1, y1, x2, y2] (default: '
-                   'the HOG detector)')
-    e.add_argument('--e2e-only', action='store_true',
-                   help='skip the model-only benchmark of --arch / --config '
-                   '(the end-to-end run times its own model-only passes)')
-    e.add_argument('--e2e-cfg-options', nargs='+', default=None,
-                   action=DictAction, metavar='KEY=VALUE',
-                   help='overrides merged into each --e2e-config that has '
-                   'the key, e.g. model.test_cfg.flip_test=False (the pose '
-                   'config\'s flip test)')
-    e.add_argument('--e2e-det-interval', type=int, default=1, metavar='N',
-                   help='on a video, run the person detector every N frames '
-                   '(the others take their boxes from the tracked people; '
-                   'default: %(default)s)')
-    e.add_argument('--e2e-images', type=int, default=None,
-                   help='use only the first N images / frames of SOURCE')
-    e.add_argument('--out-dir', default=None,
-                   help='where the inferencer writes (default: a temporary '
-                   'folder, deleted afterwards)')
-    d = p.add_argument_group('decoding')
-    d.add_argument('--decode', action='store_true',
-                   help='time heatmap -> keypoint decoding instead: mmpose\'s '
-                   'UDPHeatmap against sapiens_mm\'s batched decoder (numpy '
-                   'and torch on --device), ms per person for 17, 133 and '
-                   '308 keypoints')
-    d.add_argument('--decode-sizes', nargs='+', default=['64x48', '256x192'],
-                   metavar='HxW', help='heatmap sizes (default: 64x48, the '
-                   '256x192 crops\' heatmaps, and 256x192, the 1024x768 '
-                   'crops\')')
-    d.add_argument('--decode-people', type=int, default=4,
-                   help='people per decoding call (default: %(default)s)')
-    p.add_argument('--json', default=None,
-                   help='also write the results to this JSON file')
-    return p
-
-
-def _has_key(cfg, key: str) -> bool:
-    node = cfg
-    for part in key.split('.'):
-        if not hasattr(node, 'get') or node.get(part) is None:
-            return False
-        node = node.get(part)
-    return True
-
-
-def _with_options(configs: Sequence[str], options: dict) -> list:
-    """The config files as Configs, each ``KEY: value`` of ``options`` merged
-    into those that have ``KEY``.
-
-    Raises:
-        SystemExit: A key is in none of the configs.
-    """
-    from mmengine.config import Config
-    out, used = [], set()
-    for path in configs:
-        cfg = Config.fromfile(path)
-        mine = {k: v for k, v in options.items() if _has_key(cfg, k)}
-        cfg.merge_from_dict(mine)
-        used.update(mine)
-        out.append(cfg)
-    unused = sorted(set(options) - used)
-    if unused:
-        raise SystemExit(f'--e2e-cfg-options: no --e2e-config has '
-                         f'{", ".join(unused)}.')
-    return out
-
-
-def _read_boxes(path: str):
-    """(N, 4) float32 boxes from a JSON list of [x1, y1, x2, y2]."""
-    import json
-
-    import numpy as np
-    try:
-        with open(path) as f:
-            boxes = np.asarray(json.load(f), np.float32)
-    except (OSError, ValueError) as e:
-        raise SystemExit(f'--e2e-boxes {path}: cannot read a JSON list of '
-                         f'[x1, y1, x2, y2] boxes ({e}).') from None
-    if boxes.ndim != 2 or boxes.shape[1] != 4:
-        raise SystemExit(f'--e2e-boxes {path}: expected a list of [x1, y1, '
-                         f'x2, y2] boxes, got an array of shape '
-                         f'{boxes.shape}.')
-    return boxes
-
-
-def _default_e2e_config(arch: str) -> str:
-    from sapiens_mm.apis.model_zoo import config_root
-    name = str(arch).lower()
-    name = name if name.startswith('sapiens_') else 'sapiens_' + name
-    root = config_root() / 'seg' / 'goliath'
-    found = sorted(root.glob(f'{name}-*_goliath-*.py'))
-    if not found:
-        raise ValueError(
-            f'No Goliath segmentation config for arch {arch!r} in {root}; '
-            'pass --e2e-config.')
-    return str(found[0])
-
-
-def _jsonable(result: dict) -> dict:
+def result_to_json(result: dict) -> dict:
+    """A result of :func:`benchmark_model` or :func:`end_to_end` with plain
+    JSON types (timings as median / min / max / iqr / times, kernel rates
+    as a list of rows)."""
     out = {}
     for key, value in result.items():
         if isinstance(value, TimingStats):
@@ -1367,135 +1178,3 @@ def _jsonable(result: dict) -> dict:
             ]
         out[key] = value
     return out
-
-
-def main(argv: Optional[Sequence[str]] = None,
-         prog: Optional[str] = None,
-         echo: Optional[Callable[[str], None]] = None) -> dict:
-    """Run the benchmark CLI; returns the results.
-
-    Args:
-        argv: The command line (default: ``sys.argv[1:]``).
-        prog: Program name of the help text.
-        echo: Where the human-readable report lines go;
-            ``tools/analysis/benchmark.py`` passes ``print``. Defaults to
-            the mmengine logger.
-    """
-    if echo is None:
-        from mmengine.logging import print_log
-
-        def echo(text: str) -> None:
-            print_log(text, logger='current')
-    import json
-    import shutil
-    import tempfile
-    args = build_parser(prog).parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    if args.decode:
-        try:
-            sizes = [tuple(int(v) for v in s.lower().split('x'))
-                     for s in args.decode_sizes]
-        except ValueError:
-            raise SystemExit(f'--decode-sizes takes HxW sizes such as 64x48, '
-                             f'got {args.decode_sizes}.') from None
-        rows = benchmark_decode(
-            heatmap_sizes=sizes, people=args.decode_people,
-            devices=sorted({'cpu', device}), warmup=args.warmup,
-            repeats=args.repeats)
-        echo(format_decode(rows))
-        if args.json:
-            with open(args.json, 'w') as f:
-                json.dump(dict(decode=rows), f, indent=1)
-        return dict(decode=rows)
-    if args.e2e_only and not args.end_to_end:
-        raise SystemExit('--e2e-only needs --end-to-end FOLDER.')
-    if args.cuda_graph and not str(device).startswith('cuda'):
-        raise SystemExit(f'--cuda-graph needs a CUDA device (got {device}); '
-                         'leave it off on CPU.')
-    model = None
-    if args.config:
-        if not args.e2e_only:
-            from sapiens_mm.apis.inference import init_model
-            model = init_model(args.config, args.checkpoint)
-    else:
-        if args.checkpoint:
-            raise SystemExit('--checkpoint goes with --config.')
-        from sapiens_mm.models.backbones import (Sapiens2VisionTransformer,
-                                                 SapiensVisionTransformer)
-        zoo = (Sapiens2VisionTransformer if is_sapiens2_arch(args.arch) else
-               SapiensVisionTransformer).arch_zoo
-        if args.arch.lower() not in zoo:
-            raise SystemExit(
-                f'Unknown --arch {args.arch!r}; choose one of '
-                f'{sorted(SapiensVisionTransformer.arch_zoo)} or '
-                f'{sorted(Sapiens2VisionTransformer.arch_zoo)}.')
-        if not args.e2e_only:
-            model = build_backbone(args.arch, tuple(args.img_size),
-                                   num_layers=args.layers)
-    what = args.config or args.arch + (f' ({args.layers} layers)'
-                                       if args.layers else '')
-    results = dict(model=what)
-    if not args.e2e_only:
-        echo(f'== {what}')
-        result = benchmark_model(
-            model, batch_size=args.batch_size,
-            img_size=tuple(args.img_size), dtype=args.dtype,
-            precision='autocast' if args.autocast else 'cast',
-            device=device, warmup=args.warmup, repeats=args.repeats,
-            compile=args.compile, compare_stock=args.compare_stock,
-            peak_tflops=args.peak_tflops, compile_mode=args.compile_mode,
-            sdpa=args.sdpa_backend, cuda_graph=args.cuda_graph,
-            channels_last=args.channels_last)
-        echo(format_report(result))
-        results['model_only'] = _jsonable(result)
-    del model
-    if args.end_to_end:
-        from sapiens_mm.apis.inferencers import SapiensInferencer
-        config = args.e2e_config or args.config or _default_e2e_config(
-            args.arch)
-        config = [config] if isinstance(config, str) else list(config)
-        names = ', '.join(config) + (
-            f' with {args.e2e_cfg_options}' if args.e2e_cfg_options else '')
-        if args.e2e_cfg_options:
-            config = _with_options(config, args.e2e_cfg_options)
-        if len(config) == 1:
-            config = config[0]
-        boxes = None
-        if args.e2e_boxes:
-            boxes = _read_boxes(args.e2e_boxes)
-        inferencer = SapiensInferencer(
-            models=config, device=device, batch_size=args.batch_size,
-            dtype=args.dtype, compile=args.compile,
-            det_interval=args.e2e_det_interval)
-        out_dir = args.out_dir or tempfile.mkdtemp(prefix='sapiens_e2e_')
-        folder = args.end_to_end
-        if args.e2e_images and os.path.isdir(folder):
-            from sapiens_mm.utils.image_io import list_images
-            files = [os.path.join(folder, f) for f in list_images(folder)]
-            folder_tmp = tempfile.mkdtemp(prefix='sapiens_e2e_in_')
-            for f in files[:args.e2e_images]:
-                os.symlink(os.path.abspath(f),
-                           os.path.join(folder_tmp, os.path.basename(f)))
-            folder = folder_tmp
-        try:
-            e2e = end_to_end(inferencer, folder, out_dir,
-                             batch_size=args.batch_size,
-                             repeats=args.repeats, bboxes=boxes,
-                             max_frames=args.e2e_images)
-        finally:
-            if not args.out_dir:
-                shutil.rmtree(out_dir, ignore_errors=True)
-            if folder != args.end_to_end:
-                shutil.rmtree(folder, ignore_errors=True)
-        mode = '' if args.dtype == 'fp32' else ' (autocast)'
-        echo(f'== end-to-end: SapiensInferencer({names}), dtype '
-             f'{args.dtype}{mode}, compile {args.compile}, on '
-             f'{args.end_to_end}')
-        echo(format_end_to_end(e2e))
-        results['end_to_end'] = _jsonable(e2e)
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(results, f, indent=1)
-    return results

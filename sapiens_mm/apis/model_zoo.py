@@ -24,9 +24,10 @@ import os.path as osp
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Literal, Mapping, Optional, Union
+from typing import Any, Dict, Literal, Mapping, Optional, Union
 
 import torch
+from mmengine.logging import print_log
 
 from sapiens_mm.checkpoint import get_state_dict, load_file
 
@@ -34,7 +35,7 @@ __all__ = [
     'SapiensModelInfo', 'UnrecognizedCheckpointError', 'EMBED_DIMS_TO_SIZE',
     'SAPIENS2_EMBED_DIMS_TO_SIZE', 'config_root', 'config_path', 'get_config',
     'shipped_config', 'parse_checkpoint_name', 'recognize_state_dict',
-    'recognize_checkpoint'
+    'recognize_checkpoint', 'with_official_dataset_meta'
 ]
 
 Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo']
@@ -491,3 +492,58 @@ def recognize_checkpoint(
     if state_dict is None:
         state_dict = get_state_dict(load_file(str(path)))
     return recognize_state_dict(state_dict, source=str(path))
+
+
+def with_official_dataset_meta(path: Union[str, Path], checkpoint: Any) -> Any:
+    """``checkpoint`` with the ``meta.dataset_meta`` an official Sapiens task
+    checkpoint lacks.
+
+    The official files carry no ``dataset_meta`` (Sapiens2's safetensors no
+    ``meta`` at all), so stock front ends fall back to Cityscapes' class
+    names (``MMSegInferencer``) or fail (``mmseg.apis.init_model`` reads
+    ``checkpoint['meta']``). When the file is recognised (by its name or,
+    failing that, its weights; see :func:`recognize_checkpoint`), the
+    metadata of its shipped config is added: class names, palette and
+    vocabulary (seg), keypoint metainfo (pose), the task name (others).
+    mmengine's local-file loader calls this (see
+    :func:`sapiens_mm.checkpoint.register_mmengine_loader`), so every stock
+    front end gets it. Nothing is written to the file.
+
+    Args:
+        path: Where ``checkpoint`` was read from.
+        checkpoint: What was read: a dict with ``state_dict`` (and maybe
+            ``meta``) or a flat state dict.
+
+    Returns:
+        ``checkpoint`` itself when it has a ``dataset_meta`` or is not a
+        recognised Sapiens task model; else a new dict (``state_dict`` plus
+        ``meta`` with ``dataset_meta``, the other entries kept).
+    """
+    if not isinstance(checkpoint, Mapping):
+        return checkpoint
+    wrapped = 'state_dict' in checkpoint
+    meta = checkpoint.get('meta') if wrapped else None
+    if wrapped and not (meta is None or isinstance(meta, Mapping)):
+        return checkpoint
+    if meta is not None and 'dataset_meta' in meta:
+        return checkpoint
+    state = checkpoint['state_dict'] if wrapped else checkpoint
+    if not isinstance(state, Mapping) or not all(
+            isinstance(v, torch.Tensor) for v in state.values()):
+        return checkpoint
+    try:
+        info = recognize_checkpoint(path, state)
+    except UnrecognizedCheckpointError:
+        return checkpoint
+    from mmengine.config import Config
+
+    from .inference import dataset_meta_of_config
+    dataset_meta = dataset_meta_of_config(Config.fromfile(str(info.config)))
+    print_log(
+        f'{path}: an official Sapiens{" 2" if info.version == 2 else ""} '
+        f'{info.task} checkpoint without dataset_meta; using the metadata of '
+        f'its shipped config {info.config.name} '
+        f'({", ".join(sorted(dataset_meta))}).', logger='current')
+    out = dict(checkpoint) if wrapped else dict(state_dict=state)
+    out['meta'] = dict(meta or {}, dataset_meta=dataset_meta)
+    return out

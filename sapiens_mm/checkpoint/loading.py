@@ -558,12 +558,18 @@ def load_backbone_checkpoint(backbone: nn.Module,
 
 
 def load_local(filename: str, map_location: Any = None) -> Any:
-    """mmengine ``CheckpointLoader`` scheme for local files (safe)."""
-    return load_file(filename, map_location)
+    """mmengine ``CheckpointLoader`` scheme for local files: read safely
+    (:func:`load_file`); an official Sapiens task checkpoint also gets the
+    ``dataset_meta`` it lacks (see
+    :func:`sapiens_mm.apis.model_zoo.with_official_dataset_meta`)."""
+    loaded = load_file(filename, map_location)
+    # imported here: the model zoo builds on this module
+    from sapiens_mm.apis.model_zoo import with_official_dataset_meta
+    return with_official_dataset_meta(filename, loaded)
 
 
 def register_mmengine_loader() -> None:
     """Route mmengine's local-file checkpoint loading through
-    :func:`load_file` (Runner ``resume`` / ``load_from``, ``Pretrained``
-    init)."""
+    :func:`load_local` (Runner ``resume`` / ``load_from``, ``Pretrained``
+    init, the stock mmpose / mmseg ``init_model`` and inferencers)."""
     CheckpointLoader.register_scheme(prefixes='', force=True)(load_local)
