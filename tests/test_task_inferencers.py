@@ -249,3 +249,16 @@ def test_bad_arguments(seg, pose, checkpoints, tmp_path, photo):
         DenseInferencer(str(TINY['pose']), checkpoints['pose'], device='cpu')
     with pytest.raises(ValueError, match='not a config'):
         PoseInferencer(checkpoints['pose'], checkpoints['pose'])
+
+
+def test_show_uses_windows_and_q_stops_showing(seg, monkeypatch):
+    shown, waits, keys = [], [], iter([-1, ord('q')])
+    monkeypatch.setattr(cv2, 'imshow', lambda name, img: shown.append(name))
+    monkeypatch.setattr(cv2, 'waitKey', lambda ms: waits.append(ms) or next(
+        keys))
+    monkeypatch.setattr(cv2, 'destroyAllWindows', lambda: None)
+    imgs = [image(40, 30, i) for i in range(3)]
+    out = seg(imgs, show=True, wait_time=5)
+    # image 1 shown, image 2 shown and q pressed: image 3 is not shown
+    assert shown == ['Sapiens seg'] * 2 and waits == [5, 5]
+    assert len(out['predictions']) == 3 and out['visualization'] == []

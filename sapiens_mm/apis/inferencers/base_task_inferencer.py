@@ -295,12 +295,22 @@ UnreadableImageError` naming the file. Videos and webcams are for
                prepare: Callable[[List[Frame]], object]) -> _Chunks:
         """``prepare`` on each ``batch_size`` decoded images of
         ``sources`` in turn (lazily: one batch is in memory at a time)."""
+        batch_size = self.check_batch_size(batch_size)
+        batches = self._get_chunk_data(self.read_frames(sources), batch_size)
+        return _Chunks(map(prepare, batches), -(-len(sources) // batch_size))
+
+    @staticmethod
+    def check_batch_size(batch_size) -> int:
+        """``batch_size`` if it is a positive int.
+
+        Raises:
+            ValueError: It is not.
+        """
         if isinstance(batch_size, bool) or not isinstance(
                 batch_size, int) or batch_size < 1:
             raise ValueError(f'batch_size must be a positive int, got '
                              f'{batch_size!r}.')
-        batches = self._get_chunk_data(self.read_frames(sources), batch_size)
-        return _Chunks(map(prepare, batches), -(-len(sources) // batch_size))
+        return batch_size
 
     # ------------------------------------------------------------- steps
     def run_pipeline(self, data_infos: List[dict]) -> List[dict]:

@@ -250,17 +250,8 @@ class SapiensInferencer:
         self._video: Optional[_VideoState] = None
 
     # ------------------------------------------------------------ set-up
-    @staticmethod
-    def check_batch_size(batch_size) -> int:
-        """``batch_size`` if it is a positive int.
-
-        Raises:
-            ValueError: It is not.
-        """
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f'batch_size must be a positive int, got '
-                             f'{batch_size!r}.')
-        return batch_size
+    #: ``batch_size`` if it is a positive int, else a ``ValueError``.
+    check_batch_size = staticmethod(BaseTaskInferencer.check_batch_size)
 
     @property
     def models(self) -> Dict[str, torch.nn.Module]:
