@@ -142,6 +142,18 @@ def peaked_heatmaps(hm_h=16, hm_w=12, k=308, sigma=1.5):
                        (ys - py.view(-1, 1, 1))**2) / (2 * sigma**2))
 
 
+def well_posed(model, monkeypatch):
+    """Make a pose model's heatmaps well posed: one clear peak per keypoint
+    plus 1 % of the model's own output (which still decides the exact
+    positions), no flip test (it would mirror the peaks), as in
+    test_batch_equals_one_by_one. Random weights give flat
+    heatmaps whose sub-pixel refinement moves with float32 rounding."""
+    monkeypatch.setitem(model.test_cfg, 'flip_test', False)
+    head_forward, peaks = model.head.forward, peaked_heatmaps(64, 48)
+    monkeypatch.setattr(model.head, 'forward',
+                        lambda feats: peaks + 0.01 * head_forward(feats))
+
+
 def test_batch_equals_one_by_one(inferencer, monkeypatch):
     """Batch 3 gives the predictions of batch 1. Structured images (blocks
     of flat colour) and well-posed heatmaps (one clear peak per keypoint

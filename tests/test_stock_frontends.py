@@ -24,6 +24,7 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 from mmengine.runner import Runner
+from test_inferencer import well_posed
 from tiny_configs import TINY
 
 from sapiens_mm.apis import SapiensInferencer
@@ -98,17 +99,30 @@ def _ours(task, ckpt, img, **kwargs):
     return inferencer(img, show_progress=False, **kwargs)[0]['predictions']
 
 
-def test_pose_mmpose_init_model_and_inference_topdown(checkpoints, photo):
+def test_pose_mmpose_init_model_and_inference_topdown(checkpoints, photo,
+                                                      monkeypatch):
     from mmpose.apis import inference_topdown, init_model
     model = init_model(str(TINY['pose']), checkpoints['pose'], device='cpu')
     meta = model.dataset_meta  # from the checkpoint's meta
     assert meta['dataset_name'] == 'goliath' and meta['num_keypoints'] == 308
     assert meta['keypoint_id2name'][0] == 'nose'
+    # A one-iteration model's heatmaps are nearly flat: their sub-pixel
+    # refinement moves by ~2e-4 px with float32 summation order. Give both
+    # models the same clear peaks (plus 1 % of their own output).
+    ours_inferencer = SapiensInferencer(
+        {'pose': (str(TINY['pose']), checkpoints['pose'])}, device='cpu',
+        detector='none')
+    well_posed(model, monkeypatch)
+    well_posed(ours_inferencer.task_inferencers['pose'].model, monkeypatch)
     (sample, ) = inference_topdown(model, photo, BOX)
     keypoints = sample.pred_instances.keypoints
     assert keypoints.shape == (1, 308, 2)
-    ours = _ours('pose', checkpoints['pose'], photo, bboxes=BOX)['pose']
-    np.testing.assert_allclose(keypoints, ours['keypoints'], atol=1e-4)
+    ours = ours_inferencer(photo, bboxes=BOX,
+                           show_progress=False)[0]['predictions']['pose']
+    # the same crop and head output decoded by mmpose and by our batched
+    # decoder: float32 rounding only
+    np.testing.assert_allclose(keypoints, ours['keypoints'], atol=1e-4,
+                               rtol=0)
     np.testing.assert_allclose(sample.pred_instances.keypoint_scores,
                                ours['keypoint_scores'], atol=1e-5)
 

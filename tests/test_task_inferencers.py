@@ -17,7 +17,7 @@ import pytest
 import torch
 from mmpose.structures import PoseDataSample
 from mmseg.structures import SegDataSample
-from test_inferencer import image, peaked_heatmaps
+from test_inferencer import image, well_posed
 from tiny_configs import TINY
 
 from sapiens_mm.apis import DenseInferencer, PoseInferencer, init_model
@@ -97,18 +97,6 @@ def test_dense_equals_stock_mmseg_inference_model(checkpoints, photo, task):
         np.testing.assert_allclose(
             ours, stock.pred_normal_map.data.numpy().transpose(1, 2, 0),
             atol=1e-5)
-
-
-def well_posed(model, monkeypatch):
-    """Make a pose model's heatmaps well posed: one clear peak per keypoint
-    plus 1 % of the model's own output (which still decides the exact
-    positions), no flip test (it would mirror the peaks), as in
-    test_inferencer.test_batch_equals_one_by_one. Random weights give flat
-    heatmaps whose sub-pixel refinement moves with float32 rounding."""
-    monkeypatch.setitem(model.test_cfg, 'flip_test', False)
-    head_forward, peaks = model.head.forward, peaked_heatmaps(64, 48)
-    monkeypatch.setattr(model.head, 'forward',
-                        lambda feats: peaks + 0.01 * head_forward(feats))
 
 
 def test_pose_equals_stock_mmpose_inference_topdown(checkpoints, pose,
