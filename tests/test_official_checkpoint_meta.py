@@ -15,11 +15,17 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from mmengine.runner.checkpoint import _load_checkpoint
+from mmengine.runner import CheckpointLoader
 from tiny_configs import ROOT, TINY
 
 from sapiens_mm.apis import init_model
 from sapiens_mm.checkpoint.safetensors_io import save_safetensors
+
+
+def load(path):
+    """What mmengine's checkpoint loader returns for a local file."""
+    return CheckpointLoader.load_checkpoint(path, map_location='cpu')
+
 
 # Independent of the package's loader: the first and last Goliath part names
 # and the vocabulary sizes as the Sapiens release documents them.
@@ -110,20 +116,20 @@ def test_other_checkpoints_come_back_unchanged(tmp_path):
     other = dict(state_dict={'conv.weight': torch.ones(2, 2)},
                  meta=dict(epoch=1))
     torch.save(other, tmp_path / 'detector.pth')
-    loaded = _load_checkpoint(str(tmp_path / 'detector.pth'))
+    loaded = load(str(tmp_path / 'detector.pth'))
     assert set(loaded['meta']) == {'epoch'}
     own = dict(state_dict=init_model(str(TINY['seg'])).state_dict(),
                meta=dict(dataset_meta=dict(classes=('a', 'b'))))
     own_path = tmp_path / 'sapiens_tiny_goliath_best_goliath_mIoU_1.pth'
     torch.save(own, own_path)
-    assert _load_checkpoint(str(own_path))['meta']['dataset_meta'] == dict(
+    assert load(str(own_path))['meta']['dataset_meta'] == dict(
         classes=('a', 'b'))
     backbone = {
         k[len('backbone.'):]: v
         for k, v in own['state_dict'].items() if k.startswith('backbone.')
     }
     torch.save(backbone, tmp_path / 'sapiens_tiny_epoch_1600_clean.pth')
-    loaded = _load_checkpoint(str(tmp_path / 'sapiens_tiny_epoch_1600_clean.pth'))
+    loaded = load(str(tmp_path / 'sapiens_tiny_epoch_1600_clean.pth'))
     assert 'meta' not in loaded and set(loaded) == set(backbone)
 
 

@@ -40,6 +40,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from sapiens_mm.apis.inference import check_batch_size
 from sapiens_mm.utils.sdpa import (
     SDPA_BACKENDS,
     resolve_sdpa_backend,
@@ -613,9 +614,7 @@ def benchmark_model(model: nn.Module,
     if precision not in ('cast', 'autocast'):
         raise ValueError(f'precision must be "cast" or "autocast", got '
                          f'{precision!r}.')
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f'batch_size must be a positive int, got '
-                         f'{batch_size!r}.')
+    check_batch_size(batch_size)
     if len(img_size) != 2 or min(img_size) < 16:
         raise ValueError(f'img_size must be (H, W) of at least 16 pixels, '
                          f'got {img_size!r}.')

@@ -32,7 +32,7 @@ __all__ = [
     'TASKS', 'TASK_SCOPES', 'DTYPES', 'Task', 'load_config', 'task_of_config',
     'init_model', 'dataset_meta_of_config', 'pose_dataset_meta',
     'seg_dataset_meta', 'skeleton_name', 'inference_pipeline',
-    'find_pipeline_step', 'set_input_size', 'autocast'
+    'find_pipeline_step', 'set_input_size', 'autocast', 'check_batch_size'
 ]
 
 Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo']
@@ -371,6 +371,19 @@ def set_input_size(cfg: Config,
                 elif name == 'GenerateTarget':
                     t['encoder'] = copy.deepcopy(cfg.model.head.decoder)
     return cfg
+
+
+def check_batch_size(batch_size) -> int:
+    """``batch_size`` if it is a positive int (not a bool).
+
+    Raises:
+        ValueError: It is not.
+    """
+    if isinstance(batch_size, bool) or not isinstance(
+            batch_size, int) or batch_size < 1:
+        raise ValueError(f'batch_size must be a positive int, got '
+                         f'{batch_size!r}.')
+    return batch_size
 
 
 def autocast(device: Union[str, torch.device], dtype: torch.dtype):

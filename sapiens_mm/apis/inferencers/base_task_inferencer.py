@@ -18,8 +18,9 @@ from mmengine.registry import DefaultScope
 
 from sapiens_mm.utils.image_io import UnreadableImageError
 
-from ..inference import (DTYPES, TASK_SCOPES, autocast, inference_pipeline,
-                         init_model, load_config, task_of_config)
+from ..inference import (DTYPES, TASK_SCOPES, autocast, check_batch_size,
+                         inference_pipeline, init_model, load_config,
+                         task_of_config)
 from ..model_zoo import SapiensModelInfo
 from .model_spec import resolve_model
 from .utils.display import StopRequested, show_images
@@ -299,18 +300,9 @@ UnreadableImageError` naming the file. Videos and webcams are for
         batches = self._get_chunk_data(self.read_frames(sources), batch_size)
         return _Chunks(map(prepare, batches), -(-len(sources) // batch_size))
 
-    @staticmethod
-    def check_batch_size(batch_size) -> int:
-        """``batch_size`` if it is a positive int.
-
-        Raises:
-            ValueError: It is not.
-        """
-        if isinstance(batch_size, bool) or not isinstance(
-                batch_size, int) or batch_size < 1:
-            raise ValueError(f'batch_size must be a positive int, got '
-                             f'{batch_size!r}.')
-        return batch_size
+    #: ``batch_size`` if it is a positive int, else a ``ValueError``
+    #: (:func:`~sapiens_mm.apis.inference.check_batch_size`).
+    check_batch_size = staticmethod(check_batch_size)
 
     # ------------------------------------------------------------- steps
     def run_pipeline(self, data_infos: List[dict]) -> List[dict]:
@@ -410,14 +402,15 @@ UnreadableImageError` naming the file. Videos and webcams are for
             ``dict(predictions=[per image: :meth:`to_prediction`, or the data
             sample], visualization=visualization)``.
         """
-        predictions = [self.to_prediction(s) for s in preds]
+        # the arrays, unless only the data samples are wanted
+        arrays = [self.to_prediction(s) for s in preds
+                  ] if pred_out_dir or not return_datasamples else []
         if pred_out_dir:
-            for sample, prediction in zip(preds, predictions):
+            for sample, prediction in zip(preds, arrays):
                 self.write_prediction(sample, prediction, pred_out_dir)
             print_log(f'Predictions written to {pred_out_dir}',
                       logger='current')
-        return dict(predictions=list(preds) if return_datasamples else
-                    predictions,
+        return dict(predictions=list(preds) if return_datasamples else arrays,
                     visualization=visualization or [])
 
     # ------------------------------------------------------------ speed

@@ -10,7 +10,8 @@ one single-task inferencer (:class:`~.pose_inferencer.PoseInferencer`,
 :class:`~.dense_inferencer.DenseInferencer`, mmengine ``BaseInferencer``
 subclasses of their own), used through its lower-level helpers
 (``preprocess_images``, ``forward_batches``, ``to_arrays`` /
-``keypoints_of``, ``draw``), and a batch goes through the same steps: :meth:`SapiensInferencer.preprocess` (decoding, person boxes,
+``keypoints_of``, ``draw``), and a batch goes through the same steps:
+:meth:`SapiensInferencer.preprocess` (decoding, person boxes,
 test pipelines; model-free), :meth:`~SapiensInferencer.forward` (the
 models), :meth:`~SapiensInferencer.visualize` and
 :meth:`~SapiensInferencer.postprocess` (result dict and files).
@@ -45,7 +46,7 @@ from sapiens_mm.utils.foreground import (person_cutouts, rgba_cutout,
 from sapiens_mm.utils.pointcloud import write_ply
 from sapiens_mm.visualization import SKELETON_STYLES, SkeletonStyle
 
-from ..inference import DTYPES, TASKS, Task
+from ..inference import DTYPES, TASKS, Task, check_batch_size
 from ..model_zoo import SapiensModelInfo
 from .base_task_inferencer import BaseTaskInferencer
 from .dense_inferencer import DENSE_TASKS, DenseInferencer
@@ -250,8 +251,9 @@ class SapiensInferencer:
         self._video: Optional[_VideoState] = None
 
     # ------------------------------------------------------------ set-up
-    #: ``batch_size`` if it is a positive int, else a ``ValueError``.
-    check_batch_size = staticmethod(BaseTaskInferencer.check_batch_size)
+    #: ``batch_size`` if it is a positive int, else a ``ValueError``
+    #: (:func:`~sapiens_mm.apis.inference.check_batch_size`).
+    check_batch_size = staticmethod(check_batch_size)
 
     @property
     def models(self) -> Dict[str, torch.nn.Module]:
