@@ -43,7 +43,8 @@ setup(
     long_description=(HERE / 'README.md').read_text(),
     long_description_content_type='text/markdown',
     packages=find_packages(include=['sapiens_mm', 'sapiens_mm.*']),
-    package_data={'sapiens_mm': ['data/*.json', 'data/*.png', 'data/*.jpg']},
+    package_data={'sapiens_mm': ['data/*.json', 'data/*.png', 'data/*.jpg',
+                               'utils/csrc/*.c']},
     include_package_data=True,
     python_requires='>=3.10',
     install_requires=[

@@ -5,9 +5,11 @@ every module it provides into the upstream registries (mmpretrain, mmpose,
 mmseg, mmengine) and routes mmengine's local checkpoint loading through the
 safe loader in :mod:`sapiens_mm.checkpoint`.
 """
-from .utils.version_check import check_versions
+from .utils.version_check import (check_versions,
+                                  keep_mmpretrain_importable)
 from .version import __version__
 
+keep_mmpretrain_importable()
 check_versions()
 
 from . import checkpoint  # noqa: E402

@@ -24,7 +24,7 @@ import torch
 from test_inferencer import image, small_cfg
 
 from sapiens_mm.apis import SapiensInferencer
-from sapiens_mm.apis.benchmark import build_backbone
+from sapiens_mm.analysis import build_backbone
 
 BF16_MAX_REL, BF16_MEAN_REL = 0.025, 0.015
 
@@ -216,7 +216,7 @@ def test_residual_stream_is_row_major():
         out = model(x)[0]
     assert seen == [True, True]
     # the same numbers as the transposed layout (mmpretrain's own forward)
-    from sapiens_mm.apis.benchmark import build_stock_backbone
+    from sapiens_mm.analysis import build_stock_backbone
     with torch.no_grad():
         ref = build_stock_backbone(model)(x)[0]
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)

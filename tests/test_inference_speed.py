@@ -14,7 +14,7 @@ Stated tolerances (tiny arch, 64x48 input, random weights):
 - CUDA graph replay vs eager on the GPU: identical (the same kernels run).
 
 The CUDA tests run only where a GPU is present (tools/analysis/
-gpu_issue20.sh runs them on the GPU machine); on CPU the CUDA-only options
+gpu_inference_suite.sh runs them on the GPU machine); on CPU the CUDA-only options
 must refuse or fall back with a message.
 
 Time: a few seconds, plus the C++ compilation of the compile-mode test
@@ -27,7 +27,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from tool_helpers import load_tool
 
-from sapiens_mm.apis.benchmark import benchmark_model, build_backbone
+from sapiens_mm.analysis import benchmark_model, build_backbone
 from sapiens_mm.utils.cuda_graph_forward import CUDAGraphForward
 from sapiens_mm.utils.sdpa import (
     SDPA_BACKENDS,
@@ -99,7 +99,8 @@ def test_benchmark_options_keep_outputs_equal_to_stock():
         compare_stock=True, rate_min_time=0, sdpa='math', channels_last=True)
     assert result['options'] == dict(compile_mode=None, sdpa='math',
                                      cuda_graph=False, channels_last=True)
-    assert result['stock_max_abs_diff'] <= KERNEL_ATOL
+    assert result['comparisons']['stock mmpretrain']['max_abs_diff'] <= \
+        KERNEL_ATOL
     assert 'eager_max_abs_diff' not in result
     fallback = benchmark_model(tiny(), img_size=(64, 48), warmup=0,
                                repeats=1, rate_min_time=0, sdpa='cudnn')
@@ -123,7 +124,7 @@ def test_compile_mode_is_applied_and_matches_eager(monkeypatch):
     assert result['compile'] and result['options']['compile_mode'] == \
         'reduce-overhead'
     assert result['eager_max_abs_diff'] <= 1e-4
-    assert result['stock_max_abs_diff'] <= 1e-4
+    assert result['comparisons']['stock mmpretrain']['max_abs_diff'] <= 1e-4
     with pytest.raises(ValueError, match='compile_mode'):
         benchmark_model(tiny(), compile_mode='fastest')
 
@@ -180,7 +181,7 @@ def test_train_flops_are_three_forward_passes_counted_on_real_tensors():
 
     from test_inferencer import small_cfg
 
-    from sapiens_mm.apis.benchmark import count_work
+    from sapiens_mm.analysis import count_work
     from sapiens_mm.apis.inference import init_model
     path = Path(__file__).resolve().parents[1] / 'tools' / 'analysis' / \
         'gpu_train_check.py'

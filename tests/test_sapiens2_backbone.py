@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 from mmpose.registry import MODELS  # a config of another library
 
 from sapiens_mm.models import Sapiens2VisionTransformer
 from sapiens_mm.models.layers import (GroupedQueryAttention,
                                       RopePositionEmbedding, apply_rope)
 from sapiens_mm.models.reference import sapiens2_reference_forward
+from sapiens_mm.utils import sdpa
 
 # Official key -> shape of every released backbone, compacted from the
 # reference key list (built from the official modules on the meta device).
@@ -354,7 +354,7 @@ def test_sdpa_is_what_the_blocks_call(monkeypatch):
     calls = []
     for b in model.blocks:
         fn = b.attn.scaled_dot_product_attention
-        assert fn is F.scaled_dot_product_attention
+        assert fn is sdpa.scaled_dot_product_attention
 
         def spy(*a, fn=fn, **k):
             calls.append(k.get('enable_gqa'))

@@ -8,8 +8,8 @@ import torch
 from tool_helpers import load_tool
 from torch.utils.flop_counter import FlopCounterMode
 
-from sapiens_mm.apis.benchmark import (benchmark_model, build_backbone,
-                                       count_work, kernel_calls)
+from sapiens_mm.analysis import (benchmark_model, build_backbone, count_work,
+                                 kernel_calls)
 from sapiens_mm.models import Sapiens2VisionTransformer
 
 main = load_tool('analysis/benchmark').main
@@ -65,14 +65,15 @@ def test_benchmark_against_the_plain_reference(dtype):
     result = benchmark_model(gqa_tiny(), batch_size=2, img_size=(64, 48),
                              dtype=dtype, warmup=0, repeats=2,
                              compare_stock=True, rate_min_time=0)
-    assert result['stock_label'] == 'plain reference'
-    assert len(result['stock_latency'].times) == 2
+    (label, stock), = result['comparisons'].items()
+    assert label == 'plain reference'
+    assert len(stock['latency'].times) == 2
     assert result['limit_s']['attention'] > 0
     assert 0 < result['achieved_over_limit']
     # fp32: two implementations' float rounding; bf16 (weights cast):
     # bf16 rounding in every op of 2 blocks, outputs of size ~3.
     tol = 1e-4 if dtype == 'fp32' else 0.25
-    assert result['stock_max_abs_diff'] < tol
+    assert stock['max_abs_diff'] < tol
 
 
 def test_layers_keep_the_kv_heads_of_the_full_model():
@@ -90,6 +91,6 @@ def test_cli(tmp_path):
     text = '\n'.join(lines)
     assert 'plain reference' in text and '(2 kv heads)' not in text
     result = json.loads(out.read_text())['model_only']
-    assert result['stock_label'] == 'plain reference'
+    assert list(result['comparisons']) == ['plain reference']
     with pytest.raises(SystemExit, match='sapiens2_0.4b'):
         main(['--arch', 'sapiens2_2b'])

@@ -45,3 +45,41 @@ def check_versions(supported: Dict[str, Tuple[str, str, str]] = None) -> None:
     if problems:
         raise ImportError('sapiens_mm cannot start: ' + '; '.join(problems) +
                           '. ' + _INSTALL_HINT)
+
+
+def keep_mmpretrain_importable() -> None:
+    """Let mmpretrain import next to Hugging Face transformers 5.
+
+    mmpretrain 1.2 imports its BLIP-family multi-modal models whenever
+    ``transformers >= 4.28`` is installed; under transformers 5 they fail at
+    import (``TypeError: NoneType takes no arguments``: names they import
+    from ``transformers.modeling_utils`` are gone), and ``mmpretrain.models``
+    (so ``sapiens_mm``) with them. sapiens_mm uses none of those models.
+    With transformers >= 5 installed and mmpretrain not imported yet, this
+    loads mmpretrain's ``utils.dependency`` module with its
+    ``WITH_MULTIMODAL`` flag off, so mmpretrain registers the placeholders
+    it registers when transformers is missing. Nothing else changes; with
+    transformers 4 or none, this does nothing.
+    """
+    import importlib.util
+    import os.path as osp
+    import sys
+    if 'mmpretrain' in sys.modules:
+        return
+    try:
+        if Version(metadata.version('transformers')).major < 5:
+            return
+    except metadata.PackageNotFoundError:
+        return
+    spec = importlib.util.find_spec('mmpretrain')
+    if spec is None or spec.origin is None:
+        return
+    name = 'mmpretrain.utils.dependency'
+    path = osp.join(osp.dirname(spec.origin), 'utils', 'dependency.py')
+    dep_spec = importlib.util.spec_from_file_location(name, path)
+    if dep_spec is None or not osp.isfile(path):
+        return
+    module = importlib.util.module_from_spec(dep_spec)
+    dep_spec.loader.exec_module(module)
+    module.WITH_MULTIMODAL = False
+    sys.modules[name] = module

@@ -4,7 +4,7 @@
     python tools/analysis/benchmark.py --arch sapiens_0.3b --end-to-end photos/
     python tools/analysis/benchmark.py --decode
 
-The measuring is :mod:`sapiens_mm.apis.benchmark` (it returns data); this
+The measuring is :mod:`sapiens_mm.analysis` (it returns data); this
 tool parses the command line, prints the reports and writes ``--json``.
 See ``--help``.
 """
@@ -22,12 +22,12 @@ from mmengine.config import Config, DictAction
 
 import sapiens_mm  # noqa: F401  (registers the models)
 from sapiens_mm.apis import inferencers
-from sapiens_mm.apis.benchmark import (COMPILE_MODES, DTYPES,
-                                       benchmark_decode, benchmark_model,
-                                       build_backbone, end_to_end,
-                                       format_decode, format_end_to_end,
-                                       format_report, is_sapiens2_arch,
-                                       result_to_json)
+from sapiens_mm.analysis import (BENCHMARK_DTYPES, COMPILE_MODES,
+                                 benchmark_decode, benchmark_model,
+                                 build_backbone, build_transformers_sapiens2,
+                                 end_to_end, format_decode,
+                                 format_end_to_end, format_report,
+                                 is_sapiens2_arch, result_to_json)
 from sapiens_mm.apis.inference import init_model
 from sapiens_mm.apis.model_zoo import config_root
 from sapiens_mm.models.backbones import (Sapiens2VisionTransformer,
@@ -46,7 +46,9 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'Speed of a Sapiens backbone or task model: images/s, latency, '
             'peak memory, achieved GFLOP/s, and the limit (the time its '
             'FLOPs take at the rates this machine reaches on the model\'s '
-            'own matmul and attention shapes, measured in the same run).'),
+            'own GEMM shapes, measured in the same run, attention counted at '
+            'that GEMM rate; the attention kernel\'s own rate is printed '
+            'beside it).'),
         epilog=(
             'Examples:\n'
             '  python tools/analysis/benchmark.py --arch sapiens_0.3b '
@@ -78,7 +80,7 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument('--img-size', type=int, nargs=2, default=(1024, 768),
                    metavar=('H', 'W'), help='input size (default: 1024 768)')
     p.add_argument('--batch-size', type=int, default=1)
-    p.add_argument('--dtype', choices=sorted(DTYPES), default='fp32')
+    p.add_argument('--dtype', choices=BENCHMARK_DTYPES, default='fp32')
     p.add_argument('--autocast', action='store_true',
                    help='apply bf16 / fp16 with torch.autocast (fp32 '
                    'weights) instead of casting the model to the dtype')
@@ -89,7 +91,9 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument('--warmup', type=int, default=1,
                    help='untimed forward passes (default: %(default)s)')
     p.add_argument('--repeats', type=int, default=3,
-                   help='timed forward passes (default: %(default)s)')
+                   help='rounds: each times the model, each comparison '
+                   'model and each kernel once (end to end: the model-only '
+                   'passes and the whole run once); default: %(default)s')
     p.add_argument('--compile', action='store_true',
                    help='time torch.compile(model) (compiled in the warm-up)')
     p.add_argument('--compile-mode', choices=COMPILE_MODES, default=None,
@@ -97,10 +101,11 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    'reduce-overhead adds CUDA graphs on a GPU, max-autotune '
                    'also searches GEMM kernels')
     p.add_argument('--sdpa-backend', choices=SDPA_BACKENDS, default='auto',
-                   help='attention kernel of our model and of the limit: '
-                   'auto (PyTorch chooses), cudnn, flash, efficient, math; '
-                   'cudnn / efficient fall back to auto on CPU (default: '
-                   '%(default)s)')
+                   help='attention kernel of our model and of the attention '
+                   'timings: auto (the bf16 CPU kernel where it applies, '
+                   'else PyTorch chooses), torch (PyTorch chooses), cudnn, '
+                   'flash, efficient, math; cudnn / efficient fall back to '
+                   'auto on CPU (default: %(default)s)')
     p.add_argument('--cuda-graph', action='store_true',
                    help='capture our forward pass as one CUDA graph and time '
                    'its replays (CUDA only; fixed batch)')
@@ -112,6 +117,13 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    'a plain-PyTorch reference written from the official '
                    'model\'s description) with the same arch and weights; '
                    'print the speed ratio and the max output difference')
+    p.add_argument('--compare-transformers', action='store_true',
+                   help='Sapiens2 --arch only: also time Hugging Face '
+                   'Transformers\' Sapiens2Model (pip install '
+                   'transformers==5.23.0) on the same weights in the same '
+                   'interleaved rounds; print the speed ratio and the max '
+                   'output difference (its RoPE is float32, ours the '
+                   'official bf16: ~1e-3 relative)')
     p.add_argument('--peak-tflops', type=float, default=None,
                    help='GPU peak TFLOP/s for the dtype (default: a table '
                    'of known GPUs, e.g. H100/H200 SXM 989, A100 312)')
@@ -287,12 +299,20 @@ def main(argv: Optional[Sequence[str]] = None,
     results = dict(model=what)
     if not args.e2e_only:
         echo(f'== {what}')
+        compare = None
+        if args.compare_transformers:
+            try:
+                compare = dict(
+                    transformers=build_transformers_sapiens2(model))
+            except (ImportError, TypeError) as e:
+                raise SystemExit(str(e)) from None
         result = benchmark_model(
             model, batch_size=args.batch_size,
             img_size=tuple(args.img_size), dtype=args.dtype,
             precision='autocast' if args.autocast else 'cast',
             device=device, warmup=args.warmup, repeats=args.repeats,
             compile=args.compile, compare_stock=args.compare_stock,
+            compare_with=compare,
             peak_tflops=args.peak_tflops, compile_mode=args.compile_mode,
             sdpa=args.sdpa_backend, cuda_graph=args.cuda_graph,
             channels_last=args.channels_last)

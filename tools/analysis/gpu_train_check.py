@@ -253,7 +253,7 @@ def main(argv=None):
                   f' reserved {stats[1]:.2f} GiB')
         else:
             print(f'peak resident memory (max over ranks): {stats[0]:.2f} GiB')
-        from sapiens_mm.apis.benchmark import gpu_peak_tflops
+        from sapiens_mm.analysis import gpu_peak_tflops
         peak = args.peak_tflops or gpu_peak_tflops(torch.device(device))
         achieved = flops / step / 1e12
         print(f'model FLOPs per iteration and process (3 x forward): '

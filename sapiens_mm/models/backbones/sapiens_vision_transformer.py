@@ -13,11 +13,14 @@ from typing import Literal, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmengine.logging import print_log
 from mmpretrain.models.backbones import VisionTransformer
 from mmpretrain.models.utils import resize_pos_embed
 from mmpretrain.registry import MODELS
+
+from sapiens_mm.utils.sdpa import scaled_dot_product_attention
 
 from ..layers import PatchConv2d
 
@@ -158,6 +161,13 @@ class SapiensVisionTransformer(VisionTransformer):
                     if type(child) is nn.GELU:
                         setattr(parent, name,
                                 _InferenceGELU(approximate=child.approximate))
+        # Attention through sapiens_mm's dispatcher: PyTorch's kernel, or
+        # the bf16 CPU kernel at GEMM speed where it applies.
+        for layer in self.layers:
+            if getattr(layer.attn, 'scaled_dot_product_attention',
+                       None) is F.scaled_dot_product_attention:
+                layer.attn.scaled_dot_product_attention = \
+                    scaled_dot_product_attention
 
     # ------------------------------------------------------------------ init
     def init_weights(self) -> None:

@@ -7,8 +7,9 @@ from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from mmpretrain.models.utils import LayerScale
+
+from sapiens_mm.utils.sdpa import scaled_dot_product_attention
 
 from .rope_position_embedding import apply_rope
 
@@ -20,7 +21,8 @@ class GroupedQueryAttention(nn.Module):
 
     Steps: ``wq`` (C -> C) and ``wk`` / ``wv`` (C -> kv_heads * head_dims),
     all with bias; per-head RMSNorm of q and k (one weight shared by the
-    heads); RoPE on the patch tokens; ``F.scaled_dot_product_attention``
+    heads); RoPE on the patch tokens; attention
+    (:func:`sapiens_mm.utils.sdpa.scaled_dot_product_attention`)
     with scale 1/sqrt(head_dims), query head h reading K/V head
     ``h // (num_heads / num_kv_heads)``; ``proj`` (C -> C, bias); LayerScale
     ``gamma``.
@@ -36,9 +38,11 @@ class GroupedQueryAttention(nn.Module):
         norm_eps: RMSNorm epsilon. Defaults to 1e-6.
 
     Attributes:
-        scaled_dot_product_attention: The attention function (PyTorch's);
-            an instance attribute so that tools such as the benchmark can
-            record its calls.
+        scaled_dot_product_attention: The attention function
+            (:func:`sapiens_mm.utils.sdpa.scaled_dot_product_attention`:
+            PyTorch's, or the bf16 CPU kernel where it applies); an instance
+            attribute so that tools such as the benchmark can record its
+            calls.
     """
 
     def __init__(self,
@@ -73,7 +77,7 @@ class GroupedQueryAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.gamma = LayerScale(embed_dims, layer_scale_init_value) \
             if layer_scale_init_value > 0 else nn.Identity()
-        self.scaled_dot_product_attention = F.scaled_dot_product_attention
+        self.scaled_dot_product_attention = scaled_dot_product_attention
 
     def forward(self,
                 x: torch.Tensor,

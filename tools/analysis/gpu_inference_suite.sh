@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20's GPU measurements as one call on a fresh GPU machine (this
+# The GPU inference measurements as one call on a fresh GPU machine (this
 # project's lent H200: Python 3.12 + PyTorch, no network), within a time
 # budget, most important rows first:
 #
@@ -25,9 +25,9 @@
 # printed), $OUT/summary.md (the tables), $OUT/results.tar.gz (per-row
 # JSON), refreshed after every stage.
 #
-#   bash tools/analysis/gpu_issue20.sh                      # on the GPU
-#   STAGES="train compile" bash tools/analysis/gpu_issue20.sh
-#   DEVICE=cpu DRY=1 bash tools/analysis/gpu_issue20.sh     # check it here
+#   bash tools/analysis/gpu_inference_suite.sh                      # on the GPU
+#   STAGES="train compile" bash tools/analysis/gpu_inference_suite.sh
+#   DEVICE=cpu DRY=1 bash tools/analysis/gpu_inference_suite.sh     # check it here
 #
 # DRY=1 runs every stage with tiny archs and inputs and the project's own
 # .venv (no install): it checks the script, not the speed.
@@ -35,12 +35,12 @@ set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
-OUT="${OUT:-$ROOT/work_dirs/gpu_issue20}"
+OUT="${OUT:-$ROOT/work_dirs/gpu_inference_suite}"
 DEVICE="${DEVICE:-cuda}"
 DRY="${DRY:-0}"
 BUDGET="${BUDGET:-480}"
 STAGES="${STAGES:-setup tests model options e2e train compile sapiens2}"
-RESULTS="${RESULTS:-$ROOT/work_dirs/gpu_issue20_results}"
+RESULTS="${RESULTS:-$ROOT/work_dirs/gpu_inference_suite_results}"
 mkdir -p "$OUT" "$RESULTS"
 export PYTHONUNBUFFERED=1 OUT DEVICE DRY BUDGET RESULTS
 
@@ -61,7 +61,7 @@ else
   DRYFLAG=()
   DTYPE="${DTYPE:-bf16}"
 fi
-DRIVER=("$PYTHON" tools/analysis/gpu_issue20.py --results "$RESULTS"
+DRIVER=("$PYTHON" tools/analysis/gpu_inference_suite.py --results "$RESULTS"
         --device "$DEVICE" --dtype "$DTYPE" "${DRYFLAG[@]}")
 
 declare -A STATUS=()

@@ -1,11 +1,16 @@
-"""The benchmark tool: FLOP counts, kernel-rate limit, timing statistics,
-peak memory, stock comparison, end-to-end timing and the CLI.
+"""The benchmark (sapiens_mm.analysis): FLOP counts against hand counts and
+torch's counter, the limit on known rates, the timings and ratios against
+independent timings (models that sleep a known time), the end-to-end
+accounting, warnings, the deprecated import path and the CLI.
 
-Tiny arch at small inputs; the whole file takes about 15 s on a busy
-2-core machine.
+Tiny arch at small inputs; about 20 s on a busy 2-core machine.
 """
+import importlib
 import json
 import math
+import sys
+import time
+import warnings
 
 import cv2
 import numpy as np
@@ -16,19 +21,14 @@ from test_inferencer import TINY, image, small_cfg
 from tool_helpers import load_tool
 from torch.utils.flop_counter import FlopCounterMode
 
+from sapiens_mm.analysis import (PeakMemory, TimingStats, Work,
+                                 benchmark_model, build_backbone,
+                                 build_stock_backbone, count_work,
+                                 end_to_end, gemm_limit_seconds, gemm_rate,
+                                 kernel_limit_seconds, limit_warnings,
+                                 measure_rates)
 from sapiens_mm.apis import SapiensInferencer, init_model
-from sapiens_mm.apis.benchmark import (
-    PeakMemory,
-    TimingStats,
-    Work,
-    benchmark_model,
-    build_backbone,
-    build_stock_backbone,
-    count_work,
-    end_to_end,
-    limit_seconds,
-    measure_rates,
-)
+from sapiens_mm.utils import sdpa
 
 benchmark_tool = load_tool('analysis/benchmark')
 main = benchmark_tool.main
@@ -41,6 +41,22 @@ def tiny(hw=(64, 48)):
     return build_backbone('sapiens_tiny', hw)
 
 
+class Sleeper(torch.nn.Module):
+    """A model whose forward pass takes ``seconds`` (sleeping) plus one
+    small linear layer, and that records its calls in ``log``."""
+
+    def __init__(self, seconds: float, name: str, log: list):
+        super().__init__()
+        self.seconds, self.name, self.log = seconds, name, log
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        self.log.append(self.name)
+        time.sleep(self.seconds)
+        return self.lin(x.flatten(1)[:, :8])
+
+
+# --------------------------------------------------------------- FLOPs
 def test_flops_by_hand_and_against_torch_counter():
     model = tiny()
     x = torch.randn(2, 3, 64, 48)
@@ -71,24 +87,23 @@ def test_task_model_conv_and_deconv_flops_match_torch_counter():
     assert work.flops('attention') > 0
 
 
-def test_attention_is_pytorch_sdpa_and_is_what_gets_timed():
+def test_the_model_attention_function_is_recorded_and_restored():
     model = tiny()
     for layer in model.layers:
         assert layer.attn.scaled_dot_product_attention is \
-            F.scaled_dot_product_attention
+            sdpa.scaled_dot_product_attention
     x = torch.randn(1, 3, 64, 48)
     work = count_work(model, lambda: model(x))
-    fns = set(work.attention_fns.values())
-    assert fns == {F.scaled_dot_product_attention}
-    # the wrappers are removed again
+    assert set(work.attention_fns.values()) == {
+        sdpa.scaled_dot_product_attention}
     assert model.layers[0].attn.scaled_dot_product_attention is \
-        F.scaled_dot_product_attention
+        sdpa.scaled_dot_product_attention  # the recorder is removed
     (item, ) = [it for it in work.items if it.kind == 'attention']
     # q, k, v are views of one qkv output: one shared storage
     assert [spec[-1] for spec in item.shape] == [0, 0, 0]
 
 
-def test_rates_rebuild_shared_qkv_views_and_limit_sums_flops_over_rates():
+def test_rates_rebuild_shared_qkv_views():
     seen = []
 
     def attn(q, k, v):
@@ -98,7 +113,6 @@ def test_rates_rebuild_shared_qkv_views_and_limit_sums_flops_over_rates():
 
     qkv = torch.randn(1, 12, 3, 2, 32).permute(2, 0, 3, 1, 4)
     q, k, v = qkv[0], qkv[1], qkv[2]
-    work = Work()
 
     class M(torch.nn.Module):
         def __init__(self):
@@ -113,23 +127,73 @@ def test_rates_rebuild_shared_qkv_views_and_limit_sums_flops_over_rates():
     m = M()
     work = count_work(m, m)
     rates = measure_rates(work, torch.device('cpu'), repeats=1, min_time=0)
+    assert len(seen) >= 2  # the model's call and the timed ones
     assert all(shared and stride == q.stride() for shared, stride in seen)
     assert set(rates) == set(work.items)
-    fixed = {it: (1e9 if it.kind == 'matmul' else 5e8) for it in work.items}
-    mm_flops, att_flops = 2 * 10 * 64 * 32, 2 * 2 * 12 * 12 * (32 + 32)
-    assert work.flops('matmul') == mm_flops
-    assert work.flops('attention') == att_flops
-    assert limit_seconds(work, fixed) == pytest.approx(mm_flops / 1e9 +
-                                                       att_flops / 5e8)
-    assert limit_seconds(work, fixed, 'attention') == pytest.approx(
-        att_flops / 5e8)
+    assert work.flops('matmul') == 40960  # 2 * 10 * 64 * 32
+    assert work.flops('attention') == 36864  # 2 * 2 * 12 * 12 * (32 + 32)
+
+
+# -------------------------------------------------------------- limit
+def _two_item_work():
+    """One 10x64 -> 32 matmul (40960 FLOPs) and one attention call (36864
+    FLOPs), as count_work records them."""
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scaled_dot_product_attention = F.scaled_dot_product_attention
+            self.lin = torch.nn.Linear(64, 32)
+
+        def forward(self):
+            self.lin(torch.randn(10, 64))
+            q = torch.randn(1, 2, 12, 32)
+            return self.scaled_dot_product_attention(q, q, q)
+
+    m = M()
+    return count_work(m, m)
+
+
+def test_limit_counts_attention_at_the_gemm_rate():
+    work = _two_item_work()
+    # known rates: GEMM 1 GFLOP/s, the attention kernel 4x slower
+    rates = {it: 1e9 if it.kind == 'matmul' else 2.5e8 for it in work.items}
+    assert gemm_rate(work, rates) == pytest.approx(1e9)
+    assert gemm_limit_seconds(work, rates) == pytest.approx(77824e-9)
+    assert kernel_limit_seconds(work, rates) == pytest.approx(
+        40960e-9 + 36864e-9 * 4)
+    with pytest.raises(ValueError, match='no matmul'):
+        gemm_rate(Work(), {})
+
+
+def test_gemm_rate_is_flop_weighted_over_the_shapes():
+    """Two matmul shapes, 1 and 3 GFLOP/s on equal FLOPs: the pass takes
+    0.5/1 + 0.5/3 of its FLOPs in seconds per GFLOP, a rate of 1.5."""
+    lin = torch.nn.Linear(16, 16)
+    model = torch.nn.Sequential(lin, lin)
+    work = count_work(model, lambda: model(torch.randn(4, 16)))
+    (item, ) = work.items  # the same shape twice
+    assert work.items[item] == 2
+    a, b = item, type(item)('matmul', (1, 1, 1), item.dtype, item.flops)
+    work.items = {a: 1, b: 1}
+    assert gemm_rate(work, {a: 1e9, b: 3e9}) == pytest.approx(1.5e9)
+
+
+def test_warnings_on_spread_and_on_beating_the_limit():
+    assert limit_warnings(0.9, {'model latency': 1.1}) == []
+    (w, ) = limit_warnings(1.3, {})
+    assert 'achieved/limit 1.300 > 1' in w
+    (w, ) = limit_warnings(0.5, {'model latency': 1.5})
+    assert 'model latency' in w and '50 %' in w
 
 
 def test_timing_stats():
     s = TimingStats([5.0, 1.0, 4.0, 2.0, 3.0])
     assert (s.median, s.min, s.max) == (3.0, 1.0, 5.0)
     assert s.iqr == pytest.approx(2.0)  # quartiles 2 and 4
+    assert s.spread == 5.0 and '400 %' in s.spread_warning
     assert TimingStats([7.0]).iqr == 0.0
+    assert TimingStats([1.0, 1.1]).spread_warning is None
 
 
 def test_peak_memory_sees_a_temporary_allocation():
@@ -141,6 +205,35 @@ def test_peak_memory_sees_a_temporary_allocation():
     assert mem.peak - mem.base >= 60 * 2**20
 
 
+# ------------------------------------------------------ model timings
+def test_latency_and_speedup_against_known_sleeps():
+    """Our model sleeps 60 ms, the comparison 150 ms: the latencies and
+    their ratio come out of the benchmark as slept (sleep overshoots by a
+    few ms on a loaded machine, never undershoots), measured in rounds
+    whose first model alternates."""
+    log = []
+    ours = Sleeper(0.06, 'ours', log)
+    slow = Sleeper(0.15, 'slow', log)
+    result = benchmark_model(ours, img_size=(16, 16), warmup=0, repeats=4,
+                             rate_min_time=0, compare_with=dict(slow=slow))
+    lat = result['latency']
+    assert len(lat.times) == 4
+    # upper bounds: twice the sleep (a run counted twice would reach it)
+    assert 0.06 <= lat.min and lat.median < 0.12
+    other = result['comparisons']['slow']
+    assert 0.15 <= other['latency'].min < 0.3
+    # 2.5 as slept; at most 0.15 / 0.12 when our sleeps overshoot by load
+    assert 1.25 < other['speedup'] <= 2.6
+    assert 1.25 < other['min_speedup'] <= 2.6
+    assert other['max_abs_diff'] is not None  # same output shape
+    assert result['images_per_s'] == pytest.approx(1 / lat.median)
+    # the counting pass (ours), then rounds: ours first, slow first, ...
+    assert log[1:] == ['ours', 'slow', 'slow', 'ours'] * 2
+    # 60 ms of sleep against a limit of microseconds: far below it
+    assert result['achieved_over_limit'] < 0.1
+    assert result['achieved_over_limit_min'] < 0.1
+
+
 @pytest.mark.parametrize('dtype,precision', [('fp32', 'cast'),
                                              ('bf16', 'autocast')])
 def test_benchmark_and_stock_comparison(dtype, precision):
@@ -148,45 +241,19 @@ def test_benchmark_and_stock_comparison(dtype, precision):
         tiny(), batch_size=2, img_size=(64, 48), dtype=dtype,
         precision=precision, warmup=0, repeats=2, compare_stock=True,
         rate_min_time=0)
-    lat = result['latency']
-    assert len(lat.times) == 2
-    assert result['images_per_s'] == pytest.approx(2 / lat.median)
-    assert result['gflops_per_s'] == pytest.approx(
-        result['flops']['total'] / lat.median / 1e9)
-    assert result['achieved_over_limit'] == pytest.approx(
-        result['limit_s']['total'] / lat.median)
-    assert result['limit_s']['total'] == pytest.approx(
-        result['limit_s']['matmul'] + result['limit_s']['attention'])
+    assert len(result['latency'].times) == 2
     assert all(it.dtype == torch.float32 if dtype == 'fp32' else
                it.dtype == torch.bfloat16 for it in result['rates'])
-    # same weights, same math: identical outputs
-    assert result['stock_max_abs_diff'] == 0.0
-    assert result['stock_speedup'] == pytest.approx(
-        result['stock_latency'].median / lat.median)
+    (label, stock), = result['comparisons'].items()
+    assert label == 'stock mmpretrain'
+    # same weights, same math (head size 32: PyTorch's attention kernel on
+    # both sides): identical outputs
+    assert stock['max_abs_diff'] == 0.0
+    assert len(stock['latency'].times) == 2
     assert result['peak_mem'] > 0
-
-
-def test_models_alternate_going_first(monkeypatch):
-    """Each round times both models; which goes first alternates, so
-    neither always runs right after the kernel timings (on an H200 the model
-    timed first ran ~6 % slower)."""
-    import sapiens_mm.apis.benchmark as bench
-    calls = []
-    real = bench.time_callable
-
-    def spy(fn, *args, **kwargs):
-        calls.append(fn.__name__)
-        return real(fn, *args, **kwargs)
-
-    monkeypatch.setattr(bench, 'time_callable', spy)
-    result = benchmark_model(
-        tiny(), batch_size=1, img_size=(64, 48), warmup=0, repeats=4,
-        compare_stock=True, rate_min_time=0)
-    models = [c.replace('run_and_keep', 'run') for c in calls
-              if c in ('run', 'run_and_keep', 'stock_run')]
-    assert models == ['run', 'stock_run', 'stock_run', 'run'] * 2
-    assert len(result['latency'].times) == 4
-    assert len(result['stock_latency'].times) == 4
+    assert result['gemm_rate'] > 0 and result['attention_rate'] > 0
+    assert result['limit_s']['kernels'] > 0
+    assert len(result['round_limit'].times) == 2
 
 
 def test_stock_backbone_is_mmpretrain_with_the_same_weights():
@@ -216,6 +283,19 @@ def test_bad_arguments():
         main(['--arch', 'sapiens_tiny', '--e2e-only'])
 
 
+def test_old_import_path_warns_and_gives_the_same_functions():
+    sys.modules.pop('sapiens_mm.apis.benchmark', None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        old = importlib.import_module('sapiens_mm.apis.benchmark')
+    assert any(issubclass(w.category, DeprecationWarning)
+               and 'sapiens_mm.analysis' in str(w.message) for w in caught)
+    assert old.benchmark_model is benchmark_model
+    assert old.DTYPES == dict(fp32=torch.float32, bf16=torch.bfloat16,
+                              fp16=torch.float16)
+
+
+# -------------------------------------------------------- end to end
 def _folder(tmp_path, n=3):
     folder = tmp_path / 'imgs'
     folder.mkdir()
@@ -224,27 +304,49 @@ def _folder(tmp_path, n=3):
     return folder
 
 
-def test_end_to_end(tmp_path):
+def _slow_test_step(model, seconds):
+    """Make ``model.test_step`` (the task inferencers' model step) take
+    ``seconds`` longer."""
+    real = model.test_step
+
+    def test_step(data):
+        time.sleep(seconds)
+        return real(data)
+    model.test_step = test_step
+
+
+def test_end_to_end_against_a_known_model_time(tmp_path):
+    """The seg model's step sleeps 0.2 s. 3 frames at batch 2 are 1.5
+    batches of model-only work: 0.3 s plus the tiny model's compute; the
+    whole run makes 2 model steps, so it takes at least 0.4 s. Upper
+    bounds: twice the sleeps (a pass counted twice would reach them)."""
     folder = _folder(tmp_path)
     inferencer = SapiensInferencer(dict(seg=small_cfg('seg')), device='cpu')
+    _slow_test_step(inferencer.task_inferencers['seg'].model, 0.2)
     out = tmp_path / 'out'
     result = end_to_end(inferencer, str(folder), str(out), batch_size=2,
                         repeats=2)
     assert result['images'] == 3
     assert sorted(p.name for p in (out / 'seg').glob('*.npy')) == [
         '0.npy', '1.npy', '2.npy']
-    assert result['e2e_images_per_s'] == pytest.approx(3 / result['e2e_s'])
-    assert result['ratio'] == pytest.approx(
-        result['e2e_images_per_s'] / result['model_images_per_s'])
+    assert len(result['e2e'].times) == len(result['model_latency'].times) \
+        == 2
+    assert 0.2 <= result['model_batch_s']['dense'] < 0.4
+    assert 0.3 <= result['model_s'] < 0.6
+    assert result['e2e'].min >= 0.4
+    assert result['ratio'] < 1
     (tmp_path / 'empty').mkdir()
     with pytest.raises(ValueError, match='No image'):
         end_to_end(inferencer, str(tmp_path / 'empty'), str(out))
 
 
 def test_end_to_end_pose_and_seg_on_a_video(tmp_path):
-    """Pose (given boxes: 2 people per frame) and seg on a generated video;
-    the model-only time counts one dense pass per batch of frames and one
-    pose pass per batch of crops."""
+    """Pose (given boxes: 2 people per frame) and seg on a generated video,
+    batch 2; the pose step sleeps 0.3 s per call, the seg step 0.1 s. The
+    sample batch (the first 2 frames) has 4 crops: 2 pose steps (0.6 s) and
+    one seg step (0.1 s). The run's 3 frames are 1.5 seg batches and its 6
+    people 1.5 samples' worth of pose: 1.05 s plus compute. Upper bounds:
+    twice the sleeps."""
     from sapiens_mm.datasets.synthetic.video import write_video
     info = write_video(tmp_path / 'people.mp4', num_frames=3, size=(96, 128),
                        min_people=2, max_people=2, unique_frames=1)
@@ -252,9 +354,11 @@ def test_end_to_end_pose_and_seg_on_a_video(tmp_path):
     assert len(boxes) == 2
     inferencer = SapiensInferencer(
         dict(pose=small_cfg('pose'), seg=small_cfg('seg')), device='cpu')
+    _slow_test_step(inferencer.task_inferencers['pose'].model, 0.3)
+    _slow_test_step(inferencer.task_inferencers['seg'].model, 0.1)
     out = tmp_path / 'out'
     result = end_to_end(inferencer, info['path'], str(out), batch_size=2,
-                        repeats=2, bboxes=boxes)
+                        repeats=1, bboxes=boxes)
     assert result['images'] == 3 and result['tasks'] == ['seg', 'pose']
     assert result['crops_per_image'] == 2
     for i in range(3):
@@ -263,16 +367,17 @@ def test_end_to_end_pose_and_seg_on_a_video(tmp_path):
         assert len(pose['instances']) == 2
         assert (out / 'seg' / 'people' / f'{i:06d}.npy').exists()
     per = result['model_batch_s']
-    assert per['crops'] == 4  # the first 2 frames, 2 people each
-    # 3 frames = 1.5 dense batches; 6 crops = 1.5 times the 4 sample crops
+    assert per['crops'] == 4
+    assert 0.6 <= per['pose'] < 1.2
+    assert 0.1 <= per['dense'] < 0.2
     assert result['model_s'] == pytest.approx(1.5 * per['dense'] +
                                               1.5 * per['pose'])
-    assert result['model_images_per_s'] == pytest.approx(
-        3 / result['model_s'])
-    assert result['ratio'] == pytest.approx(
-        result['e2e_images_per_s'] / result['model_images_per_s'])
+    assert 1.05 <= result['model_s'] < 2.1
+    # the run: 3 pose steps (4 + 2 crops) and 2 seg steps
+    assert result['e2e'].min >= 1.1
 
 
+# ---------------------------------------------------------------- CLI
 def test_cli_reports_and_writes_json(tmp_path):
     """The report lines go to ``echo`` (printed by default; the library
     itself prints nothing)."""
@@ -285,13 +390,15 @@ def test_cli_reports_and_writes_json(tmp_path):
     ], echo=lines.append)
     out = '\n'.join(lines)
     for text in ('images/s', 'latency (per batch) median', 'peak memory',
-                 'GFLOP/s', 'limit', 'achieved/limit', 'stock mmpretrain',
+                 'GEMM rate', 'attention kernel', 'limit',
+                 'achieved/limit', '(fastest runs)', 'stock mmpretrain',
                  'speed ratio', 'max abs output difference 0'):
         assert text in out, text
     data = json.loads(path.read_text())
     model_only = data['model_only']
     assert model_only['achieved_over_limit'] > 0
-    assert math.isclose(model_only['stock_max_abs_diff'], 0.0)
+    stock = model_only['comparisons']['stock mmpretrain']
+    assert math.isclose(stock['max_abs_diff'], 0.0)
     assert {r['kind'] for r in model_only['rates']} == {'matmul', 'attention'}
 
 
@@ -300,7 +407,8 @@ def test_help_lists_the_options():
     for flag in ('--arch', '--config', '--checkpoint', '--img-size',
                  '--batch-size', '--dtype', '--autocast', '--device',
                  '--threads', '--warmup', '--repeats', '--compile',
-                 '--compare-stock', '--peak-tflops', '--end-to-end',
+                 '--compare-stock', '--compare-transformers',
+                 '--peak-tflops', '--end-to-end',
                  '--e2e-config', '--e2e-only', '--e2e-images', '--out-dir',
                  '--layers', '--json', '--compile-mode', '--sdpa-backend',
                  '--cuda-graph', '--channels-last', '--e2e-boxes',
@@ -312,29 +420,21 @@ def test_e2e_cli_pose_and_seg_with_boxes_and_cfg_options(tmp_path,
                                                         monkeypatch):
     """--e2e-config takes several configs, --e2e-cfg-options reaches the
     configs that have the key (flip test of pose only), --e2e-boxes the
-    stream."""
+    stream, --e2e-det-interval the inferencer."""
     from sapiens_mm.datasets.synthetic.video import write_video
     info = write_video(tmp_path / 'v.mp4', num_frames=2, size=(96, 128),
                        min_people=2, max_people=2, unique_frames=1)
     boxes = tmp_path / 'boxes.json'
     boxes.write_text(json.dumps(info['boxes'][0].tolist()))
-    built = []
     import sapiens_mm.apis.inferencers as inferencers
     real = inferencers.SapiensInferencer
+    built = []
 
-    def spy(models, **kwargs):
-        built.append(models)
-        return real(models, **kwargs)
+    def build(models, **kwargs):
+        built.append(real(models, **kwargs))
+        return built[-1]
 
-    monkeypatch.setattr(inferencers, 'SapiensInferencer', spy)
-    kwargs_seen = []
-    real_init = real.__init__
-
-    def init(self, *args, **kwargs):
-        kwargs_seen.append(kwargs)
-        real_init(self, *args, **kwargs)
-
-    monkeypatch.setattr(real, '__init__', init)
+    monkeypatch.setattr(inferencers, 'SapiensInferencer', build)
     path = tmp_path / 'r.json'
     lines = []
     main(['--arch', 'sapiens_tiny', '--e2e-only', '--end-to-end',
@@ -342,10 +442,12 @@ def test_e2e_cli_pose_and_seg_with_boxes_and_cfg_options(tmp_path,
           '--e2e-cfg-options', 'model.test_cfg.flip_test=False',
           '--e2e-boxes', str(boxes), '--repeats', '1', '--device', 'cpu',
           '--e2e-det-interval', '3', '--json', str(path)], echo=lines.append)
-    assert kwargs_seen[0]['det_interval'] == 3
-    pose_cfg, seg_cfg = built[0]
-    assert pose_cfg.model.test_cfg.flip_test is False
-    assert 'flip_test' not in seg_cfg.model.test_cfg
+    (inferencer, ) = built
+    assert inferencer.det_interval == 3
+    assert inferencer.task_inferencers['pose'].model.test_cfg[
+        'flip_test'] is False
+    assert 'flip_test' not in (
+        inferencer.task_inferencers['seg'].model.test_cfg or {})
     e2e = json.loads(path.read_text())['end_to_end']
     assert e2e['images'] == 2 and e2e['crops_per_image'] == 2
     assert 'people per image    2.00' in '\n'.join(lines)

@@ -1,17 +1,17 @@
-"""Issue 20's GPU measurements, one group of rows per call, in one process
+"""The GPU inference measurements, one group of rows per call, in one process
 (the stack is imported once): each row is a ``tools/analysis/benchmark.py``
 run whose results go to ``<results>/<group>__<row>.json``; ``summary``
 turns them into the README's tables.
 
-    python tools/analysis/gpu_issue20.py env      --results DIR
-    python tools/analysis/gpu_issue20.py model    --results DIR  # 0.3b/1b x bs 1/8
-    python tools/analysis/gpu_issue20.py options  --results DIR  # SDPA kernels, CUDA graphs
-    python tools/analysis/gpu_issue20.py e2e      --results DIR  # 1080p video
-    python tools/analysis/gpu_issue20.py compile  --results DIR  # torch.compile modes
-    python tools/analysis/gpu_issue20.py sapiens2 --results DIR
-    python tools/analysis/gpu_issue20.py summary  --results DIR
+    python tools/analysis/gpu_inference_suite.py env      --results DIR
+    python tools/analysis/gpu_inference_suite.py model    --results DIR  # 0.3b/1b x bs 1/8
+    python tools/analysis/gpu_inference_suite.py options  --results DIR  # SDPA kernels, CUDA graphs
+    python tools/analysis/gpu_inference_suite.py e2e      --results DIR  # 1080p video
+    python tools/analysis/gpu_inference_suite.py compile  --results DIR  # torch.compile modes
+    python tools/analysis/gpu_inference_suite.py sapiens2 --results DIR
+    python tools/analysis/gpu_inference_suite.py summary  --results DIR
 
-``bash tools/analysis/gpu_issue20.sh`` runs them all (with the training
+``bash tools/analysis/gpu_inference_suite.sh`` runs them all (with the training
 rows of ``gpu_train_check.py``) on a GPU machine. ``--dry`` runs every row
 with tiny archs, tiny inputs and one timed pass, on any device: it checks
 the script, not the speed.
@@ -206,13 +206,14 @@ def _model_line(r: dict) -> str:
             != 'auto' else '', 'CUDA graph' if opts.get('cuda_graph') else '')
         if x) or 'eager'
     lim = m['limit_s']['total']
+    stock = next(iter(m.get('comparisons', {}).values()), {})
     return (f"| {r['model']} | {m['batch_size']} | {desc} | "
             f"{m['images_per_s']:.1f} | {m['latency']['median'] * 1e3:.1f} | "
             f"{m['peak_mem'] / 2**20:.0f} | {m['gflops_per_s'] / 1e3:.1f} | "
             f"{'n/a' if frac is None else f'{100 * frac:.1f}'} | "
             f"{lim * 1e3:.1f} ms / {m['achieved_over_limit']:.2f} | "
-            f"{m.get('stock_speedup', float('nan')):.2f}x "
-            f"({m.get('stock_max_abs_diff', float('nan')):.3g}) |")
+            f"{stock.get('speedup', float('nan')):.2f}x "
+            f"({stock.get('max_abs_diff') or float('nan'):.3g}) |")
 
 
 def summary(args) -> int:

@@ -1,0 +1,149 @@
+"""What a forward pass computes: its matmul-like and attention calls.
+
+:func:`count_work` records each ``nn.Linear``, ``nn.Conv2d`` and
+``nn.ConvTranspose2d`` call as its equivalent GEMM (``tokens x in -> out``;
+for a convolution ``B*Ho*Wo x Cin*kh*kw -> Cout``) and each call of a
+module's ``scaled_dot_product_attention`` attribute (the attention function
+of mmpretrain's ``MultiheadAttention`` and of the Sapiens2 attention) with
+the sizes, strides and storage sharing of q, k and v, so that
+:mod:`sapiens_mm.analysis.limit` can time the same calls.
+"""
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional
+
+import torch
+import torch.nn as nn
+
+__all__ = ['WorkItem', 'Work', 'count_work']
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One kind of kernel call of a forward pass.
+
+    Attributes:
+        kind: ``'matmul'`` or ``'attention'``.
+        shape: ``(M, K, N)`` of the equivalent GEMM for matmul; for
+            attention ``(size, stride, storage_offset, storage_numel)`` of
+            q, k and v (they may share one storage).
+        dtype: The compute dtype.
+        flops: FLOPs of one call (multiply-add = 2).
+    """
+    kind: str
+    shape: tuple
+    dtype: torch.dtype
+    flops: int
+
+
+@dataclass
+class Work:
+    """The matmul-like and attention work of one forward pass.
+
+    Attributes:
+        items: ``WorkItem -> number of calls``.
+        attention_fns: ``WorkItem -> the attention function the model
+            called`` (timed by :func:`measure_rates`).
+        attention_args: ``WorkItem -> (args, kwargs)`` the call passed
+            after q, k, v (e.g. ``enable_gqa``); the timing passes them too.
+    """
+    items: Dict[WorkItem, int] = field(default_factory=dict)
+    attention_fns: Dict[WorkItem, Callable] = field(default_factory=dict)
+    attention_args: Dict[WorkItem, tuple] = field(default_factory=dict)
+
+    def flops(self, kind: Optional[str] = None) -> int:
+        """Total FLOPs (of one ``kind``, or all)."""
+        return sum(it.flops * n for it, n in self.items.items()
+                   if kind is None or it.kind == kind)
+
+
+def _compute_dtype(t: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
+    dev = t.device.type
+    if torch.is_autocast_enabled(dev) and t.is_floating_point():
+        return torch.get_autocast_dtype(dev)
+    return weight.dtype
+
+
+def _storage_spec(t: torch.Tensor) -> tuple:
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(),
+            t.untyped_storage().nbytes() // t.element_size())
+
+
+def count_work(model: nn.Module, run: Callable[[], object]) -> Work:
+    """Record the matmul-like and attention calls of one forward pass.
+
+    ``nn.Linear``, ``nn.Conv2d`` and ``nn.ConvTranspose2d`` calls are
+    recorded by forward hooks; attention calls by wrapping, for the duration
+    of ``run``, the ``scaled_dot_product_attention`` attribute of every
+    module that has one (mmpretrain's ``MultiheadAttention``).
+
+    Args:
+        model: The model ``run`` calls.
+        run: Runs one forward pass (with the dtype / autocast to measure).
+
+    Returns:
+        Work: The calls, grouped by shape and dtype.
+    """
+    work = Work()
+
+    def add(item: WorkItem, n: int = 1):
+        work.items[item] = work.items.get(item, 0) + n
+
+    def linear_hook(mod, args, out):
+        x = args[0]
+        k = mod.in_features
+        m = x.numel() // k
+        n = mod.out_features
+        add(WorkItem('matmul', (m, k, n), _compute_dtype(x, mod.weight),
+                     2 * m * k * n))
+
+    def conv_hook(mod, args, out):
+        x = args[0]
+        g = mod.groups
+        kk = math.prod(mod.kernel_size)
+        batch = x.shape[0] if x.dim() == 4 else 1
+        if isinstance(mod, nn.ConvTranspose2d):
+            m = batch * x.shape[-2] * x.shape[-1]
+            k = mod.in_channels // g
+            n = mod.out_channels // g * kk
+        else:
+            m = batch * out.shape[-2] * out.shape[-1]
+            k = mod.in_channels // g * kk
+            n = mod.out_channels // g
+        add(WorkItem('matmul', (m, k, n), _compute_dtype(x, mod.weight),
+                     2 * m * k * n), g)
+
+    def wrap(fn):
+        def recorded(q, k, v, *args, **kwargs):
+            b_h = math.prod(q.shape[:-2])
+            flops = 2 * b_h * q.shape[-2] * k.shape[-2] * (
+                q.shape[-1] + v.shape[-1])
+            ptrs = [t.untyped_storage().data_ptr() for t in (q, k, v)]
+            item = WorkItem(
+                'attention',
+                tuple(_storage_spec(t) + (ptrs.index(p), )
+                      for t, p in zip((q, k, v), ptrs)), q.dtype, flops)
+            add(item)
+            work.attention_fns.setdefault(item, fn)
+            work.attention_args.setdefault(item, (args, kwargs))
+            return fn(q, k, v, *args, **kwargs)
+        return recorded
+
+    handles, wrapped = [], []
+    for mod in model.modules():
+        if isinstance(mod, nn.Linear):
+            handles.append(mod.register_forward_hook(linear_hook))
+        elif isinstance(mod, (nn.Conv2d, nn.ConvTranspose2d)):
+            handles.append(mod.register_forward_hook(conv_hook))
+        fn = mod.__dict__.get('scaled_dot_product_attention')
+        if callable(fn):
+            mod.scaled_dot_product_attention = wrap(fn)
+            wrapped.append((mod, fn))
+    try:
+        run()
+    finally:
+        for h in handles:
+            h.remove()
+        for mod, fn in wrapped:
+            mod.scaled_dot_product_attention = fn
+    return work
