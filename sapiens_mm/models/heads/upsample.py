@@ -13,6 +13,8 @@ from typing import Literal, Sequence
 import torch
 import torch.nn as nn
 
+from ..layers import RMSNorm
+
 __all__ = [
     'RMSNorm2d', 'make_norm', 'make_deconv_stack', 'make_conv_stack',
     'make_pixel_shuffle_stack', 'init_upsample_stack'
@@ -35,7 +37,7 @@ class RMSNorm2d(nn.Module):
 
     def __init__(self, channels: int, eps: float = 1e-6) -> None:
         super().__init__()
-        self.norm = nn.RMSNorm(channels, eps=eps)
+        self.norm = RMSNorm(channels, eps=eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) -> (B, C, H, W)."""

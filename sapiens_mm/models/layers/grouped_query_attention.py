@@ -11,6 +11,7 @@ from mmpretrain.models.utils import LayerScale
 
 from sapiens_mm.utils.sdpa import scaled_dot_product_attention
 
+from .rms_norm import RMSNorm
 from .rope_position_embedding import apply_rope
 
 __all__ = ['GroupedQueryAttention']
@@ -70,8 +71,8 @@ class GroupedQueryAttention(nn.Module):
         self.wk = nn.Linear(embed_dims, kv_dims)
         self.wv = nn.Linear(embed_dims, kv_dims)
         if qk_norm:
-            self.q_norm = nn.RMSNorm(self.head_dims, eps=norm_eps)
-            self.k_norm = nn.RMSNorm(self.head_dims, eps=norm_eps)
+            self.q_norm = RMSNorm(self.head_dims, eps=norm_eps)
+            self.k_norm = RMSNorm(self.head_dims, eps=norm_eps)
         else:
             self.q_norm = self.k_norm = nn.Identity()
         self.proj = nn.Linear(embed_dims, embed_dims)

@@ -139,9 +139,15 @@ def apply_rope(q: torch.Tensor, k: torch.Tensor,
 
     As in the official model, all tokens (the unrotated prefix ones too) are
     rounded to the RoPE dtype, the rotation ``x cos + rotate_half(x) sin``
-    runs in the RoPE dtype, and the result goes back to q's / k's dtype. The
-    arithmetic is float32 with a rounding after each op (the same bits as
-    bf16 ops, see :func:`_rounding`).
+    runs in the RoPE dtype, and the result goes back to q's / k's dtype.
+
+    Two routes give the same bits. Without autograd and outside tracing
+    (inference), native ops in the RoPE dtype write both halves of the
+    rotation straight into the output (no float32 round trips, no
+    concatenations). Otherwise (training, ``torch.export`` / ONNX tracing)
+    the arithmetic is float32 with a rounding after each op, which
+    differentiates and exports to float-only runtimes (see
+    :func:`_rounding`).
 
     Args:
         q: (B, heads, N, head_dims).
@@ -152,21 +158,55 @@ def apply_rope(q: torch.Tensor, k: torch.Tensor,
     Returns:
         The rotated ``(q, k)``, shapes and dtypes unchanged.
     """
+    prefix = q.shape[-2] - rope[0].shape[-2]
+    if prefix < 0:
+        raise ValueError(f'RoPE tables cover {rope[0].shape[-2]} tokens but '
+                         f'the sequence has only {q.shape[-2]}.')
+    if _traced_or_differentiated(q, k, *rope):
+        return _rotate_float(q, rope, prefix), _rotate_float(k, rope, prefix)
+    sin, cos = rope
+    half = sin.shape[-1] // 2
+    # rotate_half(t) * sin == (-t2 * s1 | t1 * s2): t * (s2 | s1) ==
+    # (t1 * s2 | t2 * s1) holds both products, each rounded once as in the
+    # official op.
+    sin_swapped = torch.cat((sin[..., half:], sin[..., :half]), dim=-1)
+    return (_rotate_native(q, sin_swapped, cos, prefix),
+            _rotate_native(k, sin_swapped, cos, prefix))
+
+
+def _traced_or_differentiated(*tensors: torch.Tensor) -> bool:
+    """Whether autograd, ``torch.compile`` / export or TorchScript / ONNX
+    tracing sees this call (the native route writes into ``out=``)."""
+    return (torch.compiler.is_compiling() or torch.jit.is_tracing()
+            or torch.jit.is_scripting() or torch.onnx.is_in_onnx_export()
+            or (torch.is_grad_enabled()
+                and any(t.requires_grad for t in tensors)))
+
+
+def _rotate_native(x: torch.Tensor, sin_swapped: torch.Tensor,
+                   cos: torch.Tensor, prefix: int) -> torch.Tensor:
+    """The rotation with ops in the RoPE dtype, written into one new tensor
+    of x's dtype: 2 products over the rotated tokens and 2 half-width sums
+    (each op computes in float32 and rounds once, like the official bf16
+    ops; the output cast follows)."""
+    y = x.to(cos.dtype)  # x itself when it already is in the RoPE dtype
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    out[..., :prefix, :] = y[..., :prefix, :]
+    tail = y[..., prefix:, :]
+    a, b = tail * cos, tail * sin_swapped
+    half = x.shape[-1] // 2
+    rot = out[..., prefix:, :]
+    torch.sub(a[..., :half], b[..., half:], out=rot[..., :half])
+    torch.add(a[..., half:], b[..., :half], out=rot[..., half:])
+    return out
+
+
+def _rotate_float(x: torch.Tensor, rope: Tuple[torch.Tensor, torch.Tensor],
+                  prefix: int) -> torch.Tensor:
+    """The rotation as float32 ops each rounded to the RoPE dtype."""
     rnd = _rounding(rope[0].dtype)
     sin, cos = (t.float() for t in rope)
-    prefix = q.shape[-2] - sin.shape[-2]
-    if prefix < 0:
-        raise ValueError(f'RoPE tables cover {sin.shape[-2]} tokens but the '
-                         f'sequence has only {q.shape[-2]}.')
-
-    def rotate(x: torch.Tensor) -> torch.Tensor:
-        if x.dtype == rope[0].dtype:  # native ops: the same bits, fewer copies
-            head, tail = x[..., :prefix, :], x[..., prefix:, :]
-            tail = tail * rope[1] + _rotate_half(tail) * rope[0]
-            return torch.cat((head, tail), dim=-2)
-        y = rnd(x.float())
-        head, tail = y[..., :prefix, :], y[..., prefix:, :]
-        tail = rnd(rnd(tail * cos) + rnd(_rotate_half(tail) * sin))
-        return torch.cat((head, tail), dim=-2).to(x.dtype)
-
-    return rotate(q), rotate(k)
+    y = rnd(x.float())
+    head, tail = y[..., :prefix, :], y[..., prefix:, :]
+    tail = rnd(rnd(tail * cos) + rnd(_rotate_half(tail) * sin))
+    return torch.cat((head, tail), dim=-2).to(x.dtype)

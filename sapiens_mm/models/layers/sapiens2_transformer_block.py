@@ -10,6 +10,7 @@ from mmcv.cnn.bricks.drop import DropPath
 from mmpretrain.models.utils import SwiGLUFFN
 
 from .grouped_query_attention import GroupedQueryAttention
+from .rms_norm import RMSNorm
 
 __all__ = ['Sapiens2TransformerBlock']
 
@@ -43,12 +44,12 @@ class Sapiens2TransformerBlock(nn.Module):
                  drop_path_rate: float = 0.,
                  norm_eps: float = 1e-6) -> None:
         super().__init__()
-        self.ln1 = nn.RMSNorm(embed_dims, eps=norm_eps)
+        self.ln1 = RMSNorm(embed_dims, eps=norm_eps)
         self.attn = GroupedQueryAttention(
             embed_dims, num_heads, num_kv_heads=num_kv_heads,
             qk_norm=qk_norm, layer_scale_init_value=layer_scale_init_value,
             norm_eps=norm_eps)
-        self.ln2 = nn.RMSNorm(embed_dims, eps=norm_eps)
+        self.ln2 = RMSNorm(embed_dims, eps=norm_eps)
         self.ffn = SwiGLUFFN(
             embed_dims, feedforward_channels, add_identity=False,
             layer_scale_init_value=0.)
