@@ -570,7 +570,7 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
     main(['b.png', '--seg-config', 's.py', '--out-dir', str(out)])
     assert calls['init'] == dict(
         models=dict(seg=dict(config='s.py', checkpoint=None)), tasks=None,
-        device=None, batch_size=1, dtype='fp32', compile=False,
+        device=None, batch_size=1, dtype='auto', compile=False,
         detector='hog', det_config=None, det_checkpoint=None, det_cat_id=0,
         bbox_thr=0.3, nms_thr=0.3, kpt_thr=0.3, track=True, smooth=True,
         det_interval=1, tracker_cfg=dict(min_cutoff=4.0, beta=4.0,

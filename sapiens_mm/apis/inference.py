@@ -32,7 +32,8 @@ __all__ = [
     'TASKS', 'TASK_SCOPES', 'DTYPES', 'Task', 'load_config', 'task_of_config',
     'init_model', 'dataset_meta_of_config', 'pose_dataset_meta',
     'seg_dataset_meta', 'skeleton_name', 'inference_pipeline',
-    'find_pipeline_step', 'set_input_size', 'autocast', 'check_batch_size'
+    'find_pipeline_step', 'set_input_size', 'autocast', 'check_batch_size',
+    'resolve_dtype', 'auto_dtype'
 ]
 
 Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo']
@@ -384,6 +385,54 @@ def check_batch_size(batch_size) -> int:
         raise ValueError(f'batch_size must be a positive int, got '
                          f'{batch_size!r}.')
     return batch_size
+
+
+def resolve_dtype(dtype: Union[str, torch.dtype],
+                  device: Union[str, torch.device]) -> torch.dtype:
+    """The inference precision for ``dtype`` on ``device``: ``'auto'``
+    gives :func:`auto_dtype` (logged once per device kind and choice).
+
+    Args:
+        dtype: ``'auto'``, a name of :data:`DTYPES` or a ``torch.dtype``.
+        device: Where the model runs.
+
+    Raises:
+        ValueError: An unknown name.
+    """
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == 'auto':
+        kind = torch.device(device).type
+        chosen = auto_dtype(kind)
+        if (kind, chosen) not in _LOGGED_AUTO:
+            _LOGGED_AUTO.add((kind, chosen))
+            print_log(
+                f'dtype auto: {str(chosen)[6:]} on {kind} (' +
+                ('the hardware has native bf16' if chosen == torch.bfloat16
+                 else 'no native bf16: emulated bf16 would be slower') + ')',
+                logger='current')
+        return chosen
+    if dtype not in DTYPES:
+        raise ValueError(f'dtype must be "auto", "fp32", "bf16" or "fp16", '
+                         f'got {dtype!r}.')
+    return DTYPES[dtype]
+
+
+_LOGGED_AUTO: set = set()
+
+
+def auto_dtype(device: Union[str, torch.device]) -> torch.dtype:
+    """bf16 where the hardware computes it natively (a CPU with AVX512_BF16
+    or AMX-BF16, a CUDA GPU with bf16 support), else float32: there bf16
+    matmuls are emulated and slower than float32 (about 4x on an AVX2
+    CPU)."""
+    from sapiens_mm.utils.cpu_features import cpu_has_native_bf16
+    kind = torch.device(device).type
+    if kind == 'cuda':
+        native = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    else:
+        native = kind == 'cpu' and cpu_has_native_bf16()
+    return torch.bfloat16 if native else torch.float32
 
 
 def autocast(device: Union[str, torch.device], dtype: torch.dtype):

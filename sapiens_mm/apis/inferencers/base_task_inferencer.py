@@ -18,9 +18,9 @@ from mmengine.registry import DefaultScope
 
 from sapiens_mm.utils.image_io import UnreadableImageError
 
-from ..inference import (DTYPES, TASK_SCOPES, autocast, check_batch_size,
+from ..inference import (TASK_SCOPES, autocast, check_batch_size,
                          inference_pipeline, init_model, load_config,
-                         task_of_config)
+                         resolve_dtype, task_of_config)
 from ..model_zoo import SapiensModelInfo
 from .model_spec import resolve_model
 from .utils.display import StopRequested, show_images
@@ -97,7 +97,10 @@ UnreadableImageError` naming the file. Videos and webcams are for
             weights).
         device: Torch device. Defaults to CUDA when available, else CPU.
         dtype: Autocast precision of an eager model: a ``torch.dtype`` or
-            ``'fp32'`` / ``'bf16'`` / ``'fp16'``. Defaults to float32.
+            ``'fp32'`` / ``'bf16'`` / ``'fp16'`` / ``'auto'`` (bf16 where
+            the hardware has native bf16, else fp32:
+            :func:`~sapiens_mm.apis.inference.resolve_dtype`). Defaults to
+            float32.
         info: What the model zoo recognised of the checkpoint, if anything.
         show_progress: Show a progress bar over the batches of a call.
             Defaults to True.
@@ -144,12 +147,7 @@ UnreadableImageError` naming the file. Videos and webcams are for
                              f'a {self.task} model: run it with {runner}.')
         if device is None:
             device = 'cuda' if torch.cuda.is_available() else 'cpu'
-        if isinstance(dtype, str):
-            if dtype not in DTYPES:
-                raise ValueError(f'dtype must be "fp32", "bf16" or "fp16", '
-                                 f'got {dtype!r}.')
-            dtype = DTYPES[dtype]
-        self.device, self.dtype, self.info = torch.device(device), dtype, info
+        self.device, self.info = torch.device(device), info
         self.scope = TASK_SCOPES[self.task]
         self.show_progress = show_progress
         self.collate_fn: Callable = pseudo_collate
@@ -159,6 +157,9 @@ UnreadableImageError` naming the file. Videos and webcams are for
         from sapiens_mm.deploy.runtime import is_exported_model
         self.exported = self.checkpoint is not None and is_exported_model(
             self.checkpoint)
+        # An exported file is a float32 graph: 'auto' picks float32 for it.
+        self.dtype = torch.float32 if self.exported and dtype == 'auto' \
+            else resolve_dtype(dtype, device)
         self.pipeline = self._init_pipeline(cfg)
         if self.exported:
             self._init_exported(cfg)

@@ -46,7 +46,7 @@ from sapiens_mm.utils.foreground import (person_cutouts, rgba_cutout,
 from sapiens_mm.utils.pointcloud import write_ply
 from sapiens_mm.visualization import SKELETON_STYLES, SkeletonStyle
 
-from ..inference import DTYPES, TASKS, Task, check_batch_size
+from ..inference import TASKS, Task, check_batch_size, resolve_dtype
 from ..model_zoo import SapiensModelInfo
 from .base_task_inferencer import BaseTaskInferencer
 from .dense_inferencer import DENSE_TASKS, DenseInferencer
@@ -117,8 +117,10 @@ class SapiensInferencer:
             available.
         batch_size: Images (dense tasks) or person crops (pose) per forward
             pass. Defaults to 1. Results do not depend on it.
-        dtype: ``'fp32'``, ``'bf16'`` or ``'fp16'`` (autocast; fp16 is for
-            GPUs). Defaults to ``'fp32'``.
+        dtype: ``'fp32'``, ``'bf16'``, ``'fp16'`` (autocast; fp16 is for
+            GPUs) or ``'auto'``: bf16 where the CPU / GPU has native bf16,
+            else fp32 (:func:`~sapiens_mm.apis.inference.resolve_dtype`; the
+            ``infer`` command's default). Defaults to ``'fp32'``.
         compile: ``torch.compile`` each model's backbone (the first batch at
             each input size pays for the compilation; needs a C++ compiler
             on CPU). Outputs match eager within float rounding (see
@@ -175,7 +177,7 @@ class SapiensInferencer:
                  tasks: Optional[Sequence[Task]] = None,
                  device: Optional[str] = None,
                  batch_size: int = 1,
-                 dtype: Literal['fp32', 'bf16', 'fp16'] = 'fp32',
+                 dtype: Literal['auto', 'fp32', 'bf16', 'fp16'] = 'fp32',
                  compile: bool = False,
                  detector: Union[str, PersonDetector, None] = 'hog',
                  det_config: Optional[Union[str, Config]] = None,
@@ -196,10 +198,9 @@ class SapiensInferencer:
         if self.device.type == 'cuda' and not torch.cuda.is_available():
             raise RuntimeError(f'device={device!r} but CUDA is not available;'
                                ' use device="cpu".')
-        if dtype not in DTYPES:
-            raise ValueError(f'dtype must be "fp32", "bf16" or "fp16", got '
-                             f'{dtype!r}.')
-        self.dtype = DTYPES[dtype]
+        #: The precision of the eager models ('auto' resolved; an exported
+        #: model runs in float32 whatever this is).
+        self.dtype = resolve_dtype(dtype, self.device)
         if self.dtype == torch.float16 and self.device.type == 'cpu':
             print_log('fp16 on CPU is slow and not more accurate; bf16 is the '
                       'usual reduced precision there.', logger='current',
@@ -214,12 +215,12 @@ class SapiensInferencer:
             spec = resolved[task]
             if task == 'pose':
                 self.task_inferencers[task] = PoseInferencer(
-                    spec.cfg, spec.weights, self.device, self.dtype,
+                    spec.cfg, spec.weights, self.device, dtype,
                     spec.info, detector, det_config, det_checkpoint,
                     det_cat_id, bbox_thr, nms_thr, kpt_thr)
             else:
                 self.task_inferencers[task] = DenseInferencer(
-                    spec.cfg, spec.weights, self.device, self.dtype,
+                    spec.cfg, spec.weights, self.device, dtype,
                     spec.info)
         self.tasks = tuple(self.task_inferencers)
         if compile:
