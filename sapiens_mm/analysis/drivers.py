@@ -19,7 +19,8 @@ from typing import Callable, Dict, List, Literal, Optional, Tuple
 import torch
 import torch.nn as nn
 
-from sapiens_mm.apis.inference import DTYPES, check_batch_size
+from sapiens_mm.apis.inference import check_batch_size
+from sapiens_mm.tasks import DTYPES
 from sapiens_mm.utils.sdpa import resolve_sdpa_backend, sdpa_backend
 
 from .builders import build_stock_backbone
@@ -394,11 +395,8 @@ def end_to_end(inferencer, source: str, out_dir: str,
     Raises:
         ValueError: The source has no image or frame.
     """
-    from sapiens_mm.apis.inferencers.utils import (
-        boxes_per_input,
-        collect_sources,
-        iter_frames,
-    )
+    from sapiens_mm.apis.inferencers.utils import collect_sources, iter_frames
+    from sapiens_mm.detection import boxes_per_input
     check_batch_size(batch_size)
     sources = collect_sources(source)
     frames = list(itertools.islice(

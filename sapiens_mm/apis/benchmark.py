@@ -1,20 +1,27 @@
-"""Deprecated home of the benchmark: use :mod:`sapiens_mm.analysis`.
+"""Deprecated location: the benchmark moved to :mod:`sapiens_mm.analysis`.
 
-Importing this module warns (``DeprecationWarning``) and gives the names it
-had; it goes away in the next release.
+Importing it from here still works for one release, with a
+``DeprecationWarning``; the names resolve to :mod:`sapiens_mm.analysis`'s on
+first use (the analysis package sits above ``apis`` and is not imported at
+module level here).
 """
+import importlib
 import warnings
 
-from sapiens_mm.analysis import *  # noqa: F401,F403
-from sapiens_mm.analysis import BENCHMARK_DTYPES, __all__ as _analysis_all
-from sapiens_mm.apis.inference import DTYPES as _ALL_DTYPES
-
-#: The dtypes the benchmark times (``sapiens_mm.analysis.BENCHMARK_DTYPES``).
-DTYPES = {name: _ALL_DTYPES[name] for name in BENCHMARK_DTYPES}
-
-__all__ = ['DTYPES'] + list(_analysis_all)
-
 warnings.warn(
-    'sapiens_mm.apis.benchmark moved to sapiens_mm.analysis; import from '
-    'there (this module goes away in the next release).',
-    DeprecationWarning, stacklevel=2)
+    'sapiens_mm.apis.benchmark moved to sapiens_mm.analysis; import it from '
+    'there (the old path goes away in the next release).',
+    DeprecationWarning,
+    stacklevel=2)
+
+
+def __getattr__(name: str):
+    analysis = importlib.import_module('sapiens_mm.analysis')
+    if name == 'DTYPES':  # the dtypes the benchmark times, by name
+        from sapiens_mm.tasks import DTYPES
+        return {n: DTYPES[n] for n in analysis.BENCHMARK_DTYPES}
+    try:
+        return getattr(analysis, name)
+    except AttributeError:
+        raise AttributeError(f'module {__name__!r} has no attribute '
+                             f'{name!r}') from None

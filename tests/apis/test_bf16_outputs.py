@@ -12,7 +12,7 @@ range can be required to agree.
 import numpy as np
 import pytest
 import torch
-from test_inferencer import image, peaked_heatmaps, small_cfg
+from inference_helpers import image, peaked_heatmaps, small_cfg
 
 from sapiens_mm.apis import SapiensInferencer
 

@@ -3,7 +3,7 @@ elsewhere; the ``infer`` command's default."""
 import pytest
 import torch
 
-from sapiens_mm.apis.inference import auto_dtype, resolve_dtype
+from sapiens_mm.apis.inference import auto_dtype, resolve_device_and_dtype
 from sapiens_mm.utils import cpu_features
 
 
@@ -15,24 +15,25 @@ from sapiens_mm.utils import cpu_features
 def test_auto_follows_the_cpu_flags(monkeypatch, flags, want):
     monkeypatch.setattr(cpu_features, 'cpu_flags', lambda: frozenset(flags))
     assert auto_dtype('cpu') == want
-    assert resolve_dtype('auto', torch.device('cpu')) == want
+    assert resolve_device_and_dtype('cpu', 'auto') == (torch.device('cpu'),
+                                                       want)
 
 
 def test_names_and_dtypes():
-    assert resolve_dtype('fp32', 'cpu') == torch.float32
-    assert resolve_dtype('bfloat16', 'cpu') == torch.bfloat16
-    assert resolve_dtype(torch.float16, 'cpu') == torch.float16
-    with pytest.raises(ValueError, match='"auto", "fp32"'):
-        resolve_dtype('int8', 'cpu')
+    cpu = torch.device('cpu')
+    assert resolve_device_and_dtype('cpu', 'fp32') == (cpu, torch.float32)
+    assert resolve_device_and_dtype('cpu', 'bfloat16')[1] == torch.bfloat16
+    with pytest.raises(ValueError, match='dtype must be one of'):
+        resolve_device_and_dtype('cpu', 'int8')
     if not torch.cuda.is_available():
         assert auto_dtype('cuda') == torch.float32
 
 
 def test_inferencers_and_the_cli_default(monkeypatch):
-    from test_inferencer import small_cfg
+    from inference_helpers import small_cfg
 
     from sapiens_mm.apis import SapiensInferencer
-    from sapiens_mm.apis.infer_cli import build_parser
+    from sapiens_mm.cli.infer import build_parser
     monkeypatch.setattr(cpu_features, 'cpu_flags',
                         lambda: frozenset({'avx512_bf16'}))
     inf = SapiensInferencer(dict(seg=small_cfg('seg')), device='cpu',
