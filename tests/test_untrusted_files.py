@@ -301,6 +301,23 @@ def test_refusal_never_suggests_allowlisting_code(tmp_path):
     assert not marker.exists()
 
 
+class EvalRunner:
+    """Unpickling this calls ``eval`` (torch reports the global bare:
+    ``GLOBAL eval``)."""
+
+    def __reduce__(self):
+        return (eval, ('1 + 1', ))
+
+
+def test_builtin_refusal_names_the_builtin_and_suggests_nothing(tmp_path):
+    path = tmp_path / 'eval.pth'
+    torch.save({'x': EvalRunner()}, path)
+    with pytest.raises(CheckpointTypeError, match='builtins.eval') as err:
+        load_file(str(path))
+    assert 'add_trusted_types' not in str(err.value)
+    assert 'malicious' in str(err.value)
+
+
 @pytest.mark.parametrize('name', [
     'os.system', 'posix.system', 'subprocess.Popen', 'subprocess.run',
     'builtins.eval', 'builtins.exec', 'builtins.compile', 'builtins.getattr',
