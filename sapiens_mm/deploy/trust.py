@@ -10,7 +10,8 @@ safe, so sapiens_mm runs only ``.pt2`` files it exported itself:
 
 * :func:`~sapiens_mm.deploy.export_model` records the SHA-256 of every
   ``.pt2`` it writes in a per-user trust store (:func:`trust_store_path`,
-  a JSON file created ``0600`` in a ``0700`` folder, replaced atomically).
+  a JSON file created ``0600`` in a ``0700`` folder, replaced atomically
+  under a lock).
 * :func:`open_trusted_pt2` (used by
   :class:`~sapiens_mm.deploy.ExportedModel`) opens a ``.pt2``, hashes the
   open file and refuses it, before torch reads anything, unless its digest
@@ -36,10 +37,11 @@ import json
 import os
 import os.path as osp
 import stat
-import tempfile
 from typing import BinaryIO, Dict, Iterator, Union
 
 from mmengine.logging import print_log
+
+from sapiens_mm.engine.fileio import atomic_write
 
 from .safe_load import UnsafeModelError
 
@@ -165,18 +167,7 @@ def trust_exported_program(path: Union[str, os.PathLike],
                     datetime.timezone.utc).isoformat(timespec='seconds'))
             text = json.dumps(dict(format=_FORMAT, version=1, files=files),
                               indent=1)
-            # mkstemp: a new 0600 file with an unpredictable name (O_EXCL)
-            fd, tmp = tempfile.mkstemp(prefix='.trusted_pt2.', dir=folder)
-            try:
-                with os.fdopen(fd, 'w', encoding='utf-8') as f:
-                    f.write(text)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, store)
-            except BaseException:
-                if osp.exists(tmp):
-                    os.remove(tmp)
-                raise
+            atomic_write(text, store, mode=0o600)
     except OSError as e:
         raise OSError(e.errno, f'Could not record {path} in the .pt2 trust '
                       f'store {store}: {e.strerror or e}') from None

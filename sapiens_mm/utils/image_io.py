@@ -133,9 +133,11 @@ def _check_header(content: bytes, source: str, max_pixels: Optional[int],
         raise ImageTooLargeError(
             f'{source} declares more pixels than Pillow allows to decode '
             f'({Image.MAX_IMAGE_PIXELS:,}); scale it down.') from None
-    except Exception as e:  # noqa: BLE001 (unidentified / corrupt header)
+    except Exception:  # noqa: BLE001 (unidentified / corrupt header)
         raise UnreadableImageError(
-            f'cannot read the image header of {source}: {e}') from e
+            f'cannot decode {source}: unknown or corrupt image header (not '
+            'a JPEG, PNG, BMP, TIFF or WebP file)') from ValueError(
+                'unknown or corrupt image header')
     check_image_size(width, height, source, max_pixels, max_aspect)
 
 

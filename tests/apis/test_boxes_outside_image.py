@@ -1,25 +1,16 @@
 """A user box entirely outside the image is dropped with a warning, not
 silently (the whole image would be used without a word)."""
-import logging
-
 import numpy as np
-from mmengine.logging import MMLogger
+from log_helpers import logged_warnings
 
 from sapiens_mm.apis.inferencers.utils.person_detector import \
     select_person_boxes
 
 
 def _warnings(fn):
-    records = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
-    logger = MMLogger.get_current_instance()
-    logger.addHandler(handler)
-    try:
+    with logged_warnings() as said:
         result = fn()
-    finally:
-        logger.removeHandler(handler)
-    return result, [r.getMessage() for r in records]
+    return result, said
 
 
 def test_box_outside_the_image_is_said():

@@ -216,25 +216,31 @@ def test_vouched_attack_is_still_refused_by_the_graph_check(files, victim):
 
 
 def test_size_and_operator_grammar():
-    """What torch writes passes; anything that reaches Python does not."""
+    """What torch writes passes; anything that reaches Python does not. The
+    standalone runner's copy of the checks agrees."""
+    runner = load_tool('deploy/run_exported')
     for ok in ("Symbol('s77', positive=True, integer=True)",
                "Mul(Integer(2), Symbol('s0', positive=True, integer=True))",
                '2*s77', 'Max(1, s0 - 1)', 'FloorDiv(s0, 2)'):
         assert check_size_expression(ok) is None, ok
+        assert runner.is_plain_size(ok), ok
     for bad in ("__import__('os').system('x')", "Symbol('x' * 9)",
                 'Pow(Integer(9), Integer(99999))', 's0**99',
                 "Symbol('s0').func", 'lambda: 0', 'exec("x")', 7):
         assert check_size_expression(bad) is not None, bad
+        assert not runner.is_plain_size(bad), bad
     for ok in ('torch.ops.aten.conv2d.default', '_operator.add',
                'torch.ops.aten.select.int', 'torch.sym_max',
                'torch.ops.aten.gelu_.default'):  # in place: checked per graph
         assert check_graph_target(ok) is None, ok
+        assert runner.is_model_node(dict(target=ok, inputs=[]), set()), ok
     for bad in ('torch.ops.aten.from_file.default', 'torch.save',
                 'builtins.exec', 'torch.ops.aten.save.default',
                 'torch.ops.aten.set_.source_Tensor',
                 'torch.ops.aten.nosuch.default',
                 'torch.ops.higher_order.cond', 'torch.ops.mylib.run.default'):
         assert check_graph_target(bad) is not None, bad
+        assert not runner.is_model_node(dict(target=bad, inputs=[]), set()), bad
 
 
 def test_own_export_is_trusted_and_tampering_is_not(files, tmp_path):

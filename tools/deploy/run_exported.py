@@ -100,7 +100,7 @@ _SYM_TARGETS = frozenset(
                                                     'sqrt')])
 
 
-def _plain_size(text) -> bool:
+def is_plain_size(text) -> bool:
     """Whether a graph's symbolic size (``expr_str``, which torch
     evaluates as Python) is plain arithmetic on size symbols."""
     if not isinstance(text, str) or len(text) > 4000 or '**' in text:
@@ -150,7 +150,7 @@ def _tensors(arg) -> set:
     return names
 
 
-def _node_ok(node: dict, external: set) -> bool:
+def is_model_node(node: dict, external: set) -> bool:
     """Size arithmetic, or an ATen operator that touches no file and writes
     in place only tensors the graph computed (``external``: the inputs,
     weights, buffers and their views, grown by this node's views)."""
@@ -184,10 +184,10 @@ def _graph_problem(graph):
                 external = _tensors(item.get('inputs'))
                 for node in item['nodes']:
                     if isinstance(node, dict) and 'target' in node and \
-                            not _node_ok(node, external):
+                            not is_model_node(node, external):
                         return f'the operator {str(node["target"])[:80]!r}'
             for k, v in item.items():
-                if k == 'expr_str' and not _plain_size(v):
+                if k == 'expr_str' and not is_plain_size(v):
                     return f'the symbolic size {str(v)[:80]!r}'
                 todo.append(v)
         elif isinstance(item, list):
