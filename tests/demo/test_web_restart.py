@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sapiens_mm.apis.web_demo import WebDemo
+from sapiens_mm.demo.web import WebDemo
 
 
 def test_restart_with_the_same_out_dir(tmp_path):

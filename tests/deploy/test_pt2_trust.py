@@ -23,7 +23,7 @@ from mmengine.config import Config
 
 from sapiens_mm.apis import DenseInferencer, SapiensInferencer
 from sapiens_mm.apis.inference import set_input_size
-from sapiens_mm.apis.web_demo import WebDemo
+from sapiens_mm.demo.web import WebDemo
 from sapiens_mm.deploy import (ExportedModel, UnsafeModelError,
                                UntrustedModelError, check_graph_target,
                                check_pt2_archive, check_size_expression,

@@ -68,7 +68,7 @@ def test_own_keep_ckpt_ids_still_rotate(tmp_path):
 def test_resume_of_plain_weights_is_one_clear_line(tmp_path):
     """``--resume`` of a state dict (no training state): refused before the
     runner starts, saying to use load_from; a runner checkpoint passes."""
-    from sapiens_mm.apis import build_train_cfg
+    from sapiens_mm.engine.runner_cfg import build_train_cfg
     from tiny_configs import TINY
     weights = tmp_path / 'weights.pth'
     torch.save(ToyModel().state_dict(), str(weights))

@@ -11,7 +11,7 @@ from log_helpers import logged_warnings
 
 from sapiens_mm.apis.inferencers.utils.sources import (collect_sources,
                                                        iter_frames)
-from sapiens_mm.apis.web_demo import WebDemo
+from sapiens_mm.demo.web import WebDemo
 from sapiens_mm.utils.image_io import (ImageTooLargeError,
                                        UnreadableImageError, read_image)
 from tiny_configs import TINY
