@@ -65,8 +65,10 @@ import numpy as np
 
 
 # ------------------------------------------------------------------ model
-# Standalone copy of the check in sapiens_mm.deploy.safe_load (this script
-# must run without sapiens_mm): only plain-data entries are accepted.
+# Standalone copies of the checks in sapiens_mm.deploy.safe_load and of the
+# trust store lookup of sapiens_mm.deploy.trust (this script must run
+# without sapiens_mm; tests/deploy/test_pt2_trust.py keeps them in
+# agreement): only plain-data entries are accepted.
 _PT2_DATA = re.compile(
     r'^(archive_format|archive_version|byteorder|\.data/version|'
     r'\.data/serialization_id|models/[^/]+\.json|extra/[^/]+|'
