@@ -80,20 +80,15 @@ def test_the_docs_name_objects():
     assert len(DOC_NAMES) >= 20 and len(DOCSTRING_NAMES) >= 10
 
 
-@pytest.mark.parametrize('name', sorted(DOC_NAMES))
-def test_name_in_docs_exists(name):
+NAMES = sorted({**DOCSTRING_NAMES, **DOC_NAMES}.items())
+
+
+@pytest.mark.parametrize('name,source', NAMES, ids=[n for n, _ in NAMES])
+def test_named_object_exists(name, source):
     try:
         resolve(name)
     except (LookupError, DeprecationWarning) as e:
-        pytest.fail(f'{DOC_NAMES[name]}: {name}: {e}')
-
-
-@pytest.mark.parametrize('name', sorted(DOCSTRING_NAMES))
-def test_name_in_docstrings_exists(name):
-    try:
-        resolve(name)
-    except (LookupError, DeprecationWarning) as e:
-        pytest.fail(f'{DOCSTRING_NAMES[name]}: {name}: {e}')
+        pytest.fail(f'{source}: {name}: {e}')
 
 
 def test_resolve_refuses_missing_and_deprecated_names(tmp_path, monkeypatch):
