@@ -3,6 +3,7 @@ is named: ``sapiens_mm.x.y`` in code spans of README.md and docs/*.md, and
 ``:func:`sapiens_mm.x.y``` style cross-references in the package's
 docstrings. A name that only resolves through a deprecated alias (an import
 path kept for one release) counts as wrong: the docs name the new home."""
+import ast
 import importlib
 import re
 import warnings
@@ -19,6 +20,25 @@ CODE_SPAN_NAME = re.compile(r'`(sapiens_mm(?:\.[A-Za-z_]\w*)+)(?:\(|`|\[|\s)')
 ROLE_NAME = re.compile(
     r':(?:py:)?(?:func|class|mod|meth|attr|data|exc|obj):`~?'
     r'(sapiens_mm(?:\.\w+)+)`')
+
+
+def is_deprecated_module(module) -> bool:
+    """Whether importing ``module`` warns that it moved: a module-level
+    ``warnings.warn(..., DeprecationWarning, ...)`` (seen in the source, so
+    that a module imported earlier, whose warning has been given, counts
+    too)."""
+    path = getattr(module, '__file__', None)
+    if not path or not path.endswith('.py'):
+        return False
+    tree = ast.parse(Path(path).read_text(encoding='utf-8'))
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr == 'warn' and any(
+                    isinstance(a, ast.Name) and a.id == 'DeprecationWarning'
+                    for a in list(call.args) + [k.value for k in call.keywords])):
+            return True
+    return False
 
 
 def resolve(name: str):
@@ -41,6 +61,9 @@ def resolve(name: str):
                 if e.name is not None and not module_name.startswith(e.name):
                     raise  # a real import error inside the module
                 continue
+            if is_deprecated_module(obj):
+                raise DeprecationWarning(f'{module_name} is a deprecated '
+                                         'alias of a moved module')
             for attr in parts[cut:]:
                 if not hasattr(obj, attr):
                     raise LookupError(f'{module_name} has no {attr!r} '
@@ -104,5 +127,12 @@ def test_resolve_refuses_missing_and_deprecated_names(tmp_path, monkeypatch):
         'import warnings\nwarnings.warn("moved", DeprecationWarning)\n'
         'thing = 1\n')
     monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(DeprecationWarning):
+        resolve('old_home_pkg.old.thing')
+    # ... also once it has been imported (its warning already given)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        importlib.import_module('old_home_pkg.old')
     with pytest.raises(DeprecationWarning):
         resolve('old_home_pkg.old.thing')

@@ -158,7 +158,8 @@ def section_commands(path: Path, heading: str) -> List[Command]:
 
 
 def entry_point(argv: List[str]) -> Optional[Tuple[str, str, List[str]]]:
-    """What a command runs: ``('script', 'tools/x.py', args)``,
+    """What a command runs: ``('script', 'tools/x.py', args)`` (a script of
+    tools/ or demo/),
     ``('module', name, args)``, ``('make', target, [])``, or None for a
     command that is not this project's (``pip``, ``apt-get``, ``python -m
     pytest``, ...).
@@ -177,7 +178,7 @@ def entry_point(argv: List[str]) -> Optional[Tuple[str, str, List[str]]]:
                 return 'module', module, argv[3:]
             raise ValueError(f'unknown module {module!r}')
         script = argv[1] if len(argv) > 1 else ''
-        if re.match(r'^tools/[\w/]+\.py$', script):
+        if re.match(r'^(tools|demo)/[\w/]+\.py$', script):
             return 'script', script, argv[2:]
         raise ValueError(f'unknown python command form {argv[:2]}')
     if head == 'bash' and len(argv) > 1 and argv[1].startswith('tools/'):
@@ -218,7 +219,7 @@ def _argv(argv: List[str]):
 
 
 def run_entry(kind: str, name: str, args: List[str]) -> None:
-    """Run a script of tools/ or a module as ``__main__`` with ``args``, in
+    """Run a script (tools/, demo/) or a module as ``__main__`` with ``args``, in
     this process (``SystemExit`` propagates)."""
     if kind == 'script':
         with _argv([name] + list(args)):
