@@ -31,6 +31,7 @@ def sphinx_build(src: Path, out: Path) -> Tuple[int, str]:
     return code, warnings.read_text() if warnings.exists() else ''
 
 
+@pytest.mark.slow
 def test_docs_build_without_warnings(tmp_path):
     code, warnings = sphinx_build(DOCS, tmp_path)
     assert code == 0, warnings

@@ -18,7 +18,8 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC_FILES = [ROOT / 'README.md'] + sorted((ROOT / 'docs').rglob('*.md'))
+DOC_FILES = [ROOT / 'README.md'] + sorted(
+    p for p in (ROOT / 'docs').rglob('*.md') if '_build' not in p.parts)
 SHELL_LANGS = ('bash', 'sh', 'shell', 'console')
 PYTHONS = ('python', 'python3', '.venv/bin/python')
 
@@ -40,8 +41,9 @@ LAUNCHERS = {
 #: Position (0-based, after the script) of the GPU-count argument of the
 #: dist_* launchers, which must be an integer.
 LAUNCHER_INT_ARGS = {'tools/dist_train.sh': 1, 'tools/dist_test.sh': 2}
-#: Modules run with ``python -m`` whose own parser checks the command.
-MODULE_PARSERS = ('sapiens_mm', 'sphinx')
+#: Modules run with ``python -m`` whose own parser checks the command
+#: (besides sapiens_mm and its submodules).
+MODULE_PARSERS = ('sphinx', )
 #: Modules run with ``python -m`` that are not this project's and are not
 #: checked (pytest's options are pytest's business).
 EXTERNAL_MODULES = ('pytest', )
@@ -174,7 +176,8 @@ def entry_point(argv: List[str]) -> Optional[Tuple[str, str, List[str]]]:
             module = argv[2]
             if module in EXTERNAL_MODULES:
                 return None
-            if module in MODULE_PARSERS:
+            if (module in MODULE_PARSERS or module == 'sapiens_mm'
+                    or module.startswith('sapiens_mm.')):
                 return 'module', module, argv[3:]
             raise ValueError(f'unknown module {module!r}')
         script = argv[1] if len(argv) > 1 else ''
