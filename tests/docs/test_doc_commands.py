@@ -80,6 +80,32 @@ def test_a_renamed_option_is_caught(capsys):
     assert parse_only(kind, name, args).non_strict
     with pytest.raises(ValueError):
         entry_point(['python', 'run_exported.py', 'model.onnx', 'a.jpg'])
+    with pytest.raises(ValueError):  # the GPU count is not a number
+        entry_point(['bash', 'tools/dist_train.sh', 'cfg.py', 'cfg2.py'])
+
+
+def test_launchers_reach_their_scripts():
+    """The shell launchers map to the script and arguments their exec /
+    srun lines run."""
+    assert entry_point(['bash', 'tools/dist_train.sh', 'c.py', '8', '--amp'
+                        ]) == ('script', 'tools/train.py',
+                               ['c.py', '--launcher', 'pytorch', '--amp'])
+    assert entry_point(['bash', 'tools/dist_test.sh', 'c.py', 'w.pth', '4']
+                       ) == ('script', 'tools/test.py',
+                             ['c.py', 'w.pth', '--launcher', 'pytorch'])
+    assert entry_point(['bash', 'tools/slurm_train.sh', 'p', 'j', 'c.py',
+                        'wd']) == ('script', 'tools/train.py',
+                                   ['c.py', '--work-dir=wd',
+                                    '--launcher=slurm'])
+    assert entry_point(['bash', 'tools/dist_infer.sh', '8', 'imgs.txt',
+                        '--batch-size', '4']) == (
+                            'script', 'tools/infer.py',
+                            ['imgs.txt', '--batch-size', '4', '--launcher',
+                             'pytorch'])
+    assert entry_point(['bash', 'tools/slurm_infer.sh', 'p', 'j',
+                        'tools/curate_images.py', 'raw']) == (
+                            'script', 'tools/curate_images.py',
+                            ['raw', '--launcher=slurm'])
 
 
 def test_every_tool_mention_in_a_shell_block_is_a_checked_command():

@@ -23,24 +23,67 @@ DOC_FILES = [ROOT / 'README.md'] + sorted(
 SHELL_LANGS = ('bash', 'sh', 'shell', 'console')
 PYTHONS = ('python', 'python3', '.venv/bin/python')
 
-#: Launcher scripts of tools/ and how each passes its arguments on:
-#: (number of leading arguments, the script they reach, the argv it gets
-#: from those leading arguments). They mirror the ``exec`` lines of the
-#: scripts.
+def _gpus(value: str) -> None:
+    if not value.isdigit():
+        raise ValueError(f'the number of GPUs / processes is {value!r}')
+
+
+def _need(args: List[str], n: int) -> None:
+    if len(args) < n:
+        raise ValueError(f'needs {n} leading arguments, got {args}')
+
+
+def _dist_train(a):
+    _need(a, 2)
+    _gpus(a[1])
+    return 'tools/train.py', [a[0], '--launcher', 'pytorch'] + a[2:]
+
+
+def _dist_test(a):
+    _need(a, 3)
+    _gpus(a[2])
+    return 'tools/test.py', [a[0], a[1], '--launcher', 'pytorch'] + a[3:]
+
+
+def _slurm_train(a):
+    _need(a, 4)
+    return 'tools/train.py', [a[2], f'--work-dir={a[3]}', '--launcher=slurm'
+                              ] + a[4:]
+
+
+def _slurm_test(a):
+    _need(a, 4)
+    return 'tools/test.py', [a[2], a[3], '--launcher=slurm'] + a[4:]
+
+
+def _sharded(n_lead: int, launcher: List[str]):
+    """``dist_infer.sh NUM_PROCS`` / ``slurm_infer.sh PARTITION JOB_NAME``,
+    then an optional script of tools/ (default tools/infer.py) and its
+    arguments."""
+
+    def to_script(a):
+        _need(a, n_lead + 1)
+        if n_lead == 1:
+            _gpus(a[0])
+        rest = a[n_lead:]
+        script = 'tools/infer.py'
+        if rest[0].endswith('.py'):
+            script, rest = rest[0], rest[1:]
+        return script, rest + launcher
+
+    return to_script
+
+
+#: Launcher scripts of tools/ and the script and argv each one runs, as
+#: their ``exec`` / ``srun`` lines do.
 LAUNCHERS = {
-    'tools/dist_train.sh':
-    (2, 'tools/train.py', lambda a: [a[0], '--launcher', 'pytorch']),
-    'tools/dist_test.sh':
-    (3, 'tools/test.py', lambda a: [a[0], a[1], '--launcher', 'pytorch']),
-    'tools/slurm_train.sh':
-    (4, 'tools/train.py',
-     lambda a: [a[2], f'--work-dir={a[3]}', '--launcher=slurm']),
-    'tools/slurm_test.sh':
-    (4, 'tools/test.py', lambda a: [a[2], a[3], '--launcher=slurm']),
+    'tools/dist_train.sh': _dist_train,
+    'tools/dist_test.sh': _dist_test,
+    'tools/slurm_train.sh': _slurm_train,
+    'tools/slurm_test.sh': _slurm_test,
+    'tools/dist_infer.sh': _sharded(1, ['--launcher', 'pytorch']),
+    'tools/slurm_infer.sh': _sharded(2, ['--launcher=slurm']),
 }
-#: Position (0-based, after the script) of the GPU-count argument of the
-#: dist_* launchers, which must be an integer.
-LAUNCHER_INT_ARGS = {'tools/dist_train.sh': 1, 'tools/dist_test.sh': 2}
 #: Modules run with ``python -m`` whose own parser checks the command
 #: (besides sapiens_mm and its submodules).
 MODULE_PARSERS = ('sphinx', )
@@ -188,15 +231,11 @@ def entry_point(argv: List[str]) -> Optional[Tuple[str, str, List[str]]]:
         script = argv[1]
         if script not in LAUNCHERS:
             raise ValueError(f'unknown launcher {script}')
-        n_lead, target, lead_argv = LAUNCHERS[script]
-        rest = argv[2:]
-        if len(rest) < n_lead:
-            raise ValueError(f'{script} needs {n_lead} arguments, got {rest}')
-        if script in LAUNCHER_INT_ARGS:
-            gpus = rest[LAUNCHER_INT_ARGS[script]]
-            if not gpus.isdigit():
-                raise ValueError(f'{script}: the number of GPUs is {gpus!r}')
-        return 'script', target, lead_argv(rest) + rest[n_lead:]
+        try:
+            target, args = LAUNCHERS[script](argv[2:])
+        except ValueError as e:
+            raise ValueError(f'{script}: {e}') from None
+        return 'script', target, args
     if head == 'make':
         return 'make', argv[1] if len(argv) > 1 else '', []
     return None
