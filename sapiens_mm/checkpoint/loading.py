@@ -39,6 +39,9 @@ from mmengine.runner.checkpoint import CheckpointLoader
 
 from .safetensors_io import is_safetensors_file, load_safetensors
 from .sapiens2_layout import from_official_layout
+from .transformers_layout import (is_transformers_folder,
+                                  is_transformers_state_dict,
+                                  load_transformers_checkpoint)
 
 __all__ = [
     'CheckpointTypeError', 'TrustedTypeError', 'add_trusted_types',
@@ -327,7 +330,10 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
 
     Args:
         path: Local file path: a ``torch.save`` file, or a ``.safetensors``
-            file (read without pickle).
+            file (read without pickle); or a Hugging Face Transformers
+            Sapiens2 checkpoint (a folder with ``config.json`` and
+            ``model.safetensors``, or that file alone), converted to the
+            official layout (see :mod:`.transformers_layout`).
         map_location: As for ``torch.load``. Defaults to ``'cpu'``.
 
     Returns:
@@ -345,10 +351,15 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
         ValueError: A safetensors file that cannot be read.
     """
     path = osp.expanduser(str(path))
+    if is_transformers_folder(path):
+        return load_transformers_checkpoint(path, map_location)
     if not osp.isfile(path):
         raise FileNotFoundError(f'Checkpoint file not found: {path}')
     if is_safetensors_file(path):
-        return load_safetensors(path, map_location)
+        state = load_safetensors(path, map_location)
+        if is_transformers_state_dict(state):
+            return load_transformers_checkpoint(path, map_location, state)
+        return state
     if osp.getsize(path) == 0:
         raise _not_a_checkpoint(path, 'the file is empty')
     allowed = trusted_types()
