@@ -22,7 +22,7 @@ not edit by hand. -->
 
 Every model below is selected by its name (or alias, or Hub repository id)
 wherever sapiens_mm takes a checkpoint: `python -m sapiens_mm photo.jpg
---pose sapiens2-pose-0.4b`, `SapiensInferencer(pose='sapiens-pose-1b')`,
+--pose sapiens2-pose-0.4b`, `SapiensInferencer({'pose': 'sapiens-pose-1b'})`,
 `tools/test.py CONFIG sapiens-seg-0.3b`, `load_from = 'hf://sapiens2-pose-1b'`.
 The file is downloaded once into the Hugging Face cache (`HF_HOME` /
 `HF_HUB_CACHE`; `HF_TOKEN` for gated repositories, `HF_HUB_OFFLINE=1` to use

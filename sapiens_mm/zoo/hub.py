@@ -38,6 +38,8 @@ from typing import Dict, List, Optional, Tuple
 
 from mmengine.logging import print_log
 
+from sapiens_mm.checkpoint import is_transformers_folder
+
 from .cards import ModelCard, UnknownModelError, close_names, lookup_card
 
 __all__ = [
@@ -47,6 +49,9 @@ __all__ = [
     'hub_cache_dir', 'is_offline', 'sha256_of'
 ]
 
+#: The files of a Transformers checkpoint (read by
+#: :func:`sapiens_mm.checkpoint.load_file` as a folder).
+TRANSFORMERS_FILES = ('config.json', 'model.safetensors')
 #: Checkpoint file extensions: a name with one of them is a path, not a
 #: model name.
 CHECKPOINT_SUFFIXES = ('.pth', '.pt', '.pt2', '.ckpt', '.bin',
@@ -219,7 +224,11 @@ def cached_file(card: ModelCard, revision: Optional[str] = None,
     names = [p.relative_to(snapshot).as_posix()
              for p in snapshot.rglob('*') if p.is_file()]
     name = _choose(card, names)
-    return str(snapshot / name) if name is not None else None
+    if name is not None:
+        return str(snapshot / name)
+    if set(TRANSFORMERS_FILES) <= set(names):
+        return str(snapshot)
+    return None
 
 
 def _check(path: str, expected: HubFile, card: Optional[ModelCard]
@@ -292,7 +301,9 @@ def fetch(card: ModelCard,
             is cached (a newer file on a branch is downloaded).
 
     Returns:
-        Path of the file in the Hugging Face cache.
+        Path of the file in the Hugging Face cache; when the revision holds
+        no file of the card but a Transformers checkpoint (``config.json``
+        + ``model.safetensors``), the folder of those two.
 
     Raises:
         HubError: (and subclasses) with a one-line message.
@@ -313,6 +324,11 @@ def fetch(card: ModelCard,
         return cached
     files = _listing(card.repo_id, revision, card)
     name = _choose(card, sorted(files))
+    if name is None and set(TRANSFORMERS_FILES) <= set(files):
+        # only the Transformers layout at this revision: its folder
+        paths = [_download(files[n], card, cache_dir)
+                 for n in TRANSFORMERS_FILES]
+        return osp.dirname(paths[-1])
     if name is None:
         shown = ', '.join(sorted(files)[:8]) or 'none'
         raise ModelFileMissingError(
@@ -410,10 +426,11 @@ def resolve_checkpoint(spec: str,
     """A local checkpoint path for what a user named.
 
     Args:
-        spec: A local file, an ``hf://`` URL, or a registry name, alias or
-            repository id (``'sapiens2-pose-0.4b'``,
-            ``'facebook/sapiens2-pose-0.4b'``).
-        revision: Hub revision for a registry model.
+        spec: A local file or Transformers folder, an ``hf://`` URL, or a
+            registry name, alias or repository id (``'sapiens2-pose-0.4b'``,
+            ``'facebook/sapiens2-pose-0.4b'``), optionally with a Hub
+            revision after ``@`` (``'sapiens2-pose-0.4b@refs/pr/1'``).
+        revision: Hub revision for a registry model (``@`` wins).
 
     Returns:
         ``(path, card)``; ``card`` is None unless a registry model was named.
@@ -425,14 +442,15 @@ def resolve_checkpoint(spec: str,
         HubError: (and subclasses) the download failed.
     """
     text = osp.expanduser(str(spec))
-    if osp.isfile(text):
+    if osp.isfile(text) or is_transformers_folder(text):
         return text, None
     if text.startswith('hf://'):
         return fetch_url(text), lookup_card(text[len('hf://'):]) \
             if '/' not in text[len('hf://'):] else None
-    card = lookup_card(text)
+    name, _, at = text.partition('@')
+    card = lookup_card(name)
     if card is not None:
-        return fetch(card, revision), card
+        return fetch(card, at or revision), card
     if _looks_like_path(text):
         raise FileNotFoundError(f'Checkpoint not found: {text}')
     close = close_names(text)

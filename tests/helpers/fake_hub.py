@@ -121,10 +121,12 @@ class FakeHub:
         api = re.fullmatch(r'/api/models/([^/]+/[^/]+)(/revision/.+)?', path)
         if api:
             return self._listing(h, api.group(1))
-        m = re.fullmatch(r'/([^/]+/[^/]+)/resolve/([^/]+)/(.+)', path)
+        # the revision is URL-quoted (refs%2Fpr%2F1): match before unquoting
+        m = re.fullmatch(r'/([^/]+/[^/]+)/resolve/([^/]+)/(.+)',
+                         urlsplit(h.path).path)
         if m is None:
             return self._error(h, 404, 'RepoNotFound', 'Not found')
-        repo_id, _, name = m.groups()
+        repo_id, _, name = (unquote(g) for g in m.groups())
         if repo_id in self.gated:
             return self._error(
                 h, 401, 'GatedRepo',

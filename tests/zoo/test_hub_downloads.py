@@ -5,8 +5,12 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
-from helpers.fake_hub import FakeHub
+from fake_hub import FakeHub
+from sapiens_mm.checkpoint import (load_file, save_transformers_checkpoint,
+                                   to_official_layout)
+from sapiens_mm.models import Sapiens2VisionTransformer
 from sapiens_mm.zoo.cards import UnknownModelError, find_card
 from sapiens_mm.zoo.hub import (CorruptDownloadError, GatedModelError,
                                 ModelFileMissingError, NotCachedError,
@@ -134,3 +138,22 @@ def test_hf_url_by_repository_file_and_by_name(hub):
     assert Path(fetch_url('hf://sapiens-pose-0.3b')).read_bytes() == b'pose'
     with pytest.raises(ModelFileMissingError, match='weights/model.pth'):
         fetch_url('hf://someone/finetuned/model.pth')
+
+
+def test_a_revision_with_only_the_transformers_layout_gives_its_folder(
+        hub, tmp_path):
+    backbone = Sapiens2VisionTransformer('sapiens2_tiny')
+    official = to_official_layout(backbone)
+    save_transformers_checkpoint(official, str(tmp_path / 'hf'), (64, 48))
+    for name in ('config.json', 'model.safetensors'):
+        hub.add_file('facebook/sapiens2-pretrain-0.4b', name,
+                     (tmp_path / 'hf' / name).read_bytes())
+    path, card = resolve_checkpoint('sapiens2-pretrain-0.4b@refs/pr/1')
+    assert card.name == 'sapiens2-pretrain-0.4b'
+    assert sorted(os.listdir(path)) == ['config.json', 'model.safetensors']
+    assert any(r[1].startswith('/facebook/sapiens2-pretrain-0.4b/resolve/'
+                               'refs/pr/1/') for r in hub.requests)
+    state = load_file(path)  # read back in the official layout
+    assert sorted(state) == sorted(k for k in official
+                                   if not k.endswith('periods'))
+    assert all(torch.equal(state[k], official[k]) for k in state)
