@@ -23,7 +23,7 @@ import argparse
 import os.path as osp
 import sys
 
-from sapiens_mm.utils import add_debug_argument, run_cli
+from sapiens_mm.cli import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):

@@ -16,7 +16,7 @@ import os.path as osp
 import shutil
 import sys
 
-from sapiens_mm.utils import add_debug_argument, run_cli
+from sapiens_mm.cli import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):

@@ -10,7 +10,7 @@ import os.path as osp
 import sys
 from pathlib import Path
 
-from sapiens_mm.utils import add_debug_argument, run_cli
+from sapiens_mm.cli import add_debug_argument, run_cli
 
 PAGE = Path(__file__).resolve().parents[1] / 'docs' / 'model_zoo.md'
 

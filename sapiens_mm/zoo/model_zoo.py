@@ -505,7 +505,7 @@ def with_official_dataset_meta(path: Union[str, Path], checkpoint: Any) -> Any:
     metadata of its shipped config is added: class names, palette and
     vocabulary (seg), keypoint metainfo (pose), the task name (others).
     mmengine's local-file loader calls this (see
-    :func:`sapiens_mm.checkpoint.register_mmengine_loader`), so every stock
+    :func:`sapiens_mm.zoo.loader.register_mmengine_loaders`), so every stock
     front end gets it. Nothing is written to the file.
 
     Args:

@@ -157,3 +157,29 @@ def test_a_revision_with_only_the_transformers_layout_gives_its_folder(
     assert sorted(state) == sorted(k for k in official
                                    if not k.endswith('periods'))
     assert all(torch.equal(state[k], official[k]) for k in state)
+
+
+def test_hf_scheme_in_a_runner_load_from(hub, tmp_path):
+    import io
+
+    from mmengine.model import BaseModel
+    from mmengine.runner import Runner
+
+    class Linear(BaseModel):
+
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, inputs, data_samples=None, mode='tensor'):
+            return self.fc(inputs)
+
+    src = Linear()
+    buffer = io.BytesIO()
+    torch.save({'state_dict': src.state_dict()}, buffer)
+    hub.add_file('someone/linear', 'epoch_1.pth', buffer.getvalue())
+    runner = Runner(model=Linear(), work_dir=str(tmp_path / 'work'),
+                    load_from='hf://someone/linear/epoch_1.pth')
+    runner.load_or_resume()
+    assert torch.equal(runner.model.fc.weight, src.fc.weight)
+    assert len(hub.downloads('epoch_1.pth')) == 1
