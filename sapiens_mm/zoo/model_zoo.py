@@ -143,7 +143,8 @@ class SapiensModelInfo:
             classes, ``'lip'`` 20 classes) for seg, None for depth / normal.
             Sapiens2: ``'goliath'`` (308 keypoints) for pose, ``'dome29'``
             for seg, None otherwise.
-        source: ``'name'`` or ``'keys'``: what the facts were read from.
+        source: ``'name'``, ``'keys'`` or ``'registry'``: what the facts
+            were read from (the file name, the weights, a registry model).
         version: 1 (Sapiens) or 2 (Sapiens2).
     """
     task: str
