@@ -3,27 +3,15 @@ downloaded by the Runner's load_from (hf:// scheme) from a loopback stand-in
 for the Hub and evaluates exactly as the local file does."""
 import json
 
-import torch
-from cluster_helpers import write_seg_data, write_tiny_config
+from cluster_helpers import write_tiny_seg_checkpoint
 from fake_hub import FakeHub
-from mmengine.config import Config
-from mmengine.registry import init_default_scope
 from tool_helpers import load_tool
 
 from sapiens_mm.zoo.cards import MODEL_INDEX_ENV
 
 
 def test_test_tool_by_registry_name(tmp_path, monkeypatch):
-    from mmseg.registry import MODELS
-    data = write_seg_data(tmp_path / 'data', n=2)
-    cfg_path = write_tiny_config(tmp_path, data, batch_size=1, max_epochs=1,
-                                 augment=False, dropout=0.0)
-    monkeypatch.syspath_prepend(str(tmp_path))  # its custom_imports
-    init_default_scope('mmseg')
-    torch.manual_seed(0)
-    state = MODELS.build(Config.fromfile(str(cfg_path)).model).state_dict()
-    local = tmp_path / 'seg.pth'
-    torch.save({'state_dict': state}, str(local))
+    cfg_path, local = write_tiny_seg_checkpoint(tmp_path, monkeypatch, n=2)
     (tmp_path / 'metafile.yml').write_text("""
 Models:
   - Name: my-tiny-seg
