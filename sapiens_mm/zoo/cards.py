@@ -133,17 +133,24 @@ class ModelCard:
 
 
 def index_root() -> Path:
-    """The folder holding ``model-index.yml`` and ``configs/``: the
-    package's ``.mim`` folder when installed, the checkout otherwise."""
+    """The folder holding ``model-index.yml`` and ``configs/`` (the shipped
+    configs and metafiles): the package's ``.mim`` folder when installed
+    (OpenMMLab's convention), the checkout otherwise (a source checkout and
+    an editable install of it).
+
+    Raises:
+        FileNotFoundError: Neither has them.
+    """
     package = Path(__file__).resolve().parents[1]
     for root in (package / '.mim', package.parent):
-        if (root / 'model-index.yml').is_file():
+        if (root / 'model-index.yml').is_file() and \
+                (root / 'configs' / '_base_').is_dir():
             return root
     raise FileNotFoundError(
-        f'The sapiens_mm model index was found neither in the package '
-        f'({package / ".mim" / "model-index.yml"}) nor in a checkout '
-        f'({package.parent / "model-index.yml"}). Reinstall sapiens_mm '
-        '(pip install .).')
+        f'The sapiens_mm configs and model index were found neither in the '
+        f'package ({package / ".mim"}) nor in a checkout ({package.parent}).'
+        ' Reinstall sapiens_mm (pip install .) or pass a config file '
+        'together with the checkpoint.')
 
 
 def model_index_path() -> Path:

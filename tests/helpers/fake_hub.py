@@ -37,6 +37,7 @@ class FakeHub:
         self.repos: Dict[str, Dict[str, bytes]] = {}
         self.listed: Dict[Tuple[str, str], str] = {}
         self.gated: set = set()
+        self.tokens: Dict[str, Optional[str]] = {}
         self.commits: Dict[str, str] = {}
         self.requests: List[Tuple[str, str, Optional[str]]] = []
         self._drops: Dict[Tuple[str, str], int] = {}
@@ -54,9 +55,11 @@ class FakeHub:
         if listed_sha256 is not None:
             self.listed[(repo_id, path)] = listed_sha256
 
-    def gate(self, repo_id: str) -> None:
-        """Make ``repo_id`` gated (every request answers 401 GatedRepo)."""
+    def gate(self, repo_id: str, token: Optional[str] = None) -> None:
+        """Make ``repo_id`` gated: requests answer 401 GatedRepo unless
+        they carry ``token`` (``Authorization: Bearer <token>``)."""
         self.gated.add(repo_id)
+        self.tokens[repo_id] = token
         self.commits.setdefault(repo_id,
                                 hashlib.sha1(repo_id.encode()).hexdigest())
 
@@ -127,7 +130,7 @@ class FakeHub:
         if m is None:
             return self._error(h, 404, 'RepoNotFound', 'Not found')
         repo_id, _, name = (unquote(g) for g in m.groups())
-        if repo_id in self.gated:
+        if self._refused(h, repo_id):
             return self._error(
                 h, 401, 'GatedRepo',
                 f'Access to model {repo_id} is restricted. You must have '
@@ -162,8 +165,14 @@ class FakeHub:
             return
         h.wfile.write(data[start:])
 
+    def _refused(self, h, repo_id: str) -> bool:
+        token = self.tokens.get(repo_id)
+        return repo_id in self.gated and (
+            token is None
+            or h.headers.get('Authorization') != f'Bearer {token}')
+
     def _listing(self, h, repo_id: str) -> None:
-        if repo_id in self.gated:
+        if self._refused(h, repo_id):
             return self._error(h, 401, 'GatedRepo',
                                f'Access to model {repo_id} is restricted.',
                                repo_id)

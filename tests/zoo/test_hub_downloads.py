@@ -88,6 +88,21 @@ def test_gated_repository_says_how_to_get_access(hub):
     assert 'HF_TOKEN' in message and 'licence' in message
 
 
+def test_hf_token_opens_a_gated_repository_and_hf_home_holds_the_cache(
+        hub, tmp_path, monkeypatch):
+    monkeypatch.delenv('HF_HUB_CACHE')
+    monkeypatch.setenv('HF_HOME', str(tmp_path / 'home'))
+    hub.add_file('facebook/sapiens2-seg-0.4b', 'sapiens2_0.4b_seg.safetensors',
+                 b'seg weights')
+    hub.gate('facebook/sapiens2-seg-0.4b', token='hf_test_token')
+    with pytest.raises(GatedModelError):
+        fetch(find_card('sapiens2-seg-0.4b'))
+    monkeypatch.setenv('HF_TOKEN', 'hf_test_token')
+    path = Path(fetch(find_card('sapiens2-seg-0.4b')))
+    assert path.read_bytes() == b'seg weights'
+    assert path.is_relative_to(tmp_path / 'home' / 'hub')
+
+
 def test_unknown_name_suggests_the_closest(hub):
     with pytest.raises(UnknownModelError) as e:
         resolve_checkpoint('sapiens2-pose-04b')
