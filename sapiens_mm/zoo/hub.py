@@ -33,6 +33,7 @@ import hashlib
 import os
 import os.path as osp
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -111,6 +112,7 @@ def sha256_of(path: str, chunk: int = 1 << 22) -> str:
     return digest.hexdigest()
 
 
+@dataclass
 class HubFile:
     """A file of a Hub repository as the listing describes it.
 
@@ -121,12 +123,11 @@ class HubFile:
         size: Size in bytes, when known.
         sha256: SHA-256 when known (LFS files).
     """
-
-    def __init__(self, repo_id: str, revision: str, filename: str,
-                 size: Optional[int] = None, sha256: Optional[str] = None):
-        self.repo_id, self.revision, self.filename = repo_id, revision, \
-            filename
-        self.size, self.sha256 = size, sha256
+    repo_id: str
+    revision: str
+    filename: str
+    size: Optional[int] = None
+    sha256: Optional[str] = None
 
 
 def _what(card: Optional[ModelCard], repo_id: str, name: str) -> str:
@@ -328,6 +329,7 @@ def fetch(card: ModelCard,
         # only the Transformers layout at this revision: its folder
         paths = [_download(files[n], card, cache_dir)
                  for n in TRANSFORMERS_FILES]
+        _log_licence(card, TRANSFORMERS_FILES[-1])
         return osp.dirname(paths[-1])
     if name is None:
         shown = ', '.join(sorted(files)[:8]) or 'none'
@@ -341,11 +343,15 @@ def fetch(card: ModelCard,
                                revision=revision), str)
     path = _download(files[name], card, cache_dir)
     if not known:
-        print_log(
-            f'{card.name}: downloaded {card.repo_id}/{name}. Licence: '
-            f'{card.license} (see {card.page}); using the model means '
-            'accepting it.', logger='current')
+        _log_licence(card, name)
     return path
+
+
+def _log_licence(card: ModelCard, name: str) -> None:
+    print_log(
+        f'{card.name}: downloaded {card.repo_id}/{name}. Licence: '
+        f'{card.license} (see {card.page}); using the model means accepting '
+        'it.', logger='current')
 
 
 def parse_hf_url(url: str) -> Tuple[str, Optional[str], str]:
