@@ -48,10 +48,13 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     import sapiens_mm  # noqa: F401
-    from sapiens_mm.checkpoint import (get_state_dict, load_file,
-                                       save_safetensors,
-                                       save_transformers_checkpoint)
-    from sapiens_mm.checkpoint import official_head_keys
+    from sapiens_mm.checkpoint import (
+        get_state_dict,
+        load_file,
+        official_head_keys,
+        save_safetensors,
+        save_transformers_checkpoint,
+    )
     from sapiens_mm.zoo.hub import resolve_checkpoint
     if osp.lexists(args.dst):
         raise FileExistsError(f'{args.dst} exists; choose a new destination '

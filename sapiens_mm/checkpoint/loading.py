@@ -40,9 +40,11 @@ from mmengine.logging import print_log
 
 from .safetensors_io import is_safetensors_file, load_safetensors
 from .sapiens2_layout import from_official_layout
-from .transformers_layout import (is_transformers_folder,
-                                  is_transformers_state_dict,
-                                  load_transformers_checkpoint)
+from .transformers_layout import (
+    is_transformers_folder,
+    is_transformers_state_dict,
+    load_transformers_checkpoint,
+)
 
 __all__ = [
     'CheckpointTypeError', 'TrustedTypeError', 'add_trusted_types',

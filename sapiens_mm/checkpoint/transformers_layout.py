@@ -465,7 +465,9 @@ def _config(state, task: Optional[str], backbone: str,
         head['scale_conv_out_channels'] = [c.shape[0] for c in scale]
         head['scale_conv_kernel_sizes'] = [c.shape[2] for c in scale]
         head['scale_final_input_size'] = linears[0].shape[1]
-        head['scale_final_hidden_sizes'] = [l.shape[0] for l in linears[:-1]]
+        head['scale_final_hidden_sizes'] = [
+            lin.shape[0] for lin in linears[:-1]
+        ]
     config['head_config'] = head
     return config
 

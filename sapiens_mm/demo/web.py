@@ -26,10 +26,9 @@ import numpy as np
 from mmengine.logging import print_log
 
 from sapiens_mm.apis.inferencers import task_of_checkpoint
-from sapiens_mm.zoo import lookup_card
 from sapiens_mm.cli.common import one_line
 from sapiens_mm.tasks import CLI_TASKS, TASK_VERSIONS
-from sapiens_mm.zoo import shipped_config
+from sapiens_mm.zoo import lookup_card, shipped_config
 
 __all__ = ['TINY_CHOICE', 'DEMO_TASKS', 'find_checkpoints', 'side_by_side',
            'WebDemo', 'build_demo']

@@ -3,24 +3,37 @@ from the metafiles, :mod:`.cards`), their downloads from the Hugging Face
 Hub (:mod:`.hub`), their shipped configs, recognition of checkpoint files by
 name or by weights (:mod:`.model_zoo`), and mmengine's checkpoint schemes
 (:mod:`.loader`: local files and ``hf://``)."""
-from .cards import (ModelCard, UnknownModelError, add_model_index, find_card,
-                    lookup_card, model_cards)
-from .hub import (CorruptDownloadError, GatedModelError, HubError,
-                  ModelFileMissingError, NotCachedError, fetch, fetch_url,
-                  resolve_checkpoint)
+from .cards import (
+                    ModelCard,
+                    UnknownModelError,
+                    add_model_index,
+                    find_card,
+                    lookup_card,
+                    model_cards,
+)
+from .hub import (
+                    CorruptDownloadError,
+                    GatedModelError,
+                    HubError,
+                    ModelFileMissingError,
+                    NotCachedError,
+                    fetch,
+                    fetch_url,
+                    resolve_checkpoint,
+)
 from .model_zoo import (
-                        EMBED_DIMS_TO_SIZE,
-                        SAPIENS2_EMBED_DIMS_TO_SIZE,
-                        SapiensModelInfo,
-                        UnrecognizedCheckpointError,
-                        config_path,
-                        config_root,
-                        get_config,
-                        parse_checkpoint_name,
-                        recognize_checkpoint,
-                        recognize_state_dict,
-                        shipped_config,
-                        with_official_dataset_meta,
+                    EMBED_DIMS_TO_SIZE,
+                    SAPIENS2_EMBED_DIMS_TO_SIZE,
+                    SapiensModelInfo,
+                    UnrecognizedCheckpointError,
+                    config_path,
+                    config_root,
+                    get_config,
+                    parse_checkpoint_name,
+                    recognize_checkpoint,
+                    recognize_state_dict,
+                    shipped_config,
+                    with_official_dataset_meta,
 )
 
 __all__ = [

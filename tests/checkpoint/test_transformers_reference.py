@@ -18,10 +18,15 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from sapiens_mm.checkpoint import (from_transformers_layout, load_checkpoint,
-                                   load_file, save_official_checkpoint,
-                                   save_transformers_checkpoint,
-                                   to_official_layout, to_transformers_layout)
+from sapiens_mm.checkpoint import (
+    from_transformers_layout,
+    load_checkpoint,
+    load_file,
+    save_official_checkpoint,
+    save_transformers_checkpoint,
+    to_official_layout,
+    to_transformers_layout,
+)
 
 transformers = pytest.importorskip('transformers')
 from sapiens2_helpers import leaf  # noqa: E402

@@ -6,9 +6,9 @@ import json
 import cv2
 import numpy as np
 import pytest
-
 from fake_hub import FakeHub
 from sapiens2_helpers import leaf
+
 from sapiens_mm.cli.infer import cli, main
 from sapiens_mm.zoo.cards import MODEL_INDEX_ENV
 

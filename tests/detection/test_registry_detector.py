@@ -6,10 +6,12 @@ import io
 import numpy as np
 import pytest
 import torch
-
 from fake_hub import FakeHub
-from sapiens_mm.detection.person_detector import (MMDetPersonDetector,
-                                                  build_person_detector)
+
+from sapiens_mm.detection.person_detector import (
+    MMDetPersonDetector,
+    build_person_detector,
+)
 from sapiens_mm.zoo import find_card
 
 

@@ -6,16 +6,26 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from fake_hub import FakeHub
-from sapiens_mm.checkpoint import (load_file, save_transformers_checkpoint,
-                                   to_official_layout)
+
+from sapiens_mm.checkpoint import (
+    load_file,
+    save_transformers_checkpoint,
+    to_official_layout,
+)
 from sapiens_mm.models import Sapiens2VisionTransformer
 from sapiens_mm.zoo.cards import UnknownModelError, find_card
-from sapiens_mm.zoo.hub import (CorruptDownloadError, GatedModelError,
-                                ModelFileMissingError, NotCachedError,
-                                cached_file, fetch, fetch_url,
-                                resolve_checkpoint)
+from sapiens_mm.zoo.hub import (
+    CorruptDownloadError,
+    GatedModelError,
+    ModelFileMissingError,
+    NotCachedError,
+    cached_file,
+    fetch,
+    fetch_url,
+    resolve_checkpoint,
+)
+
 
 @pytest.fixture
 def hub(tmp_path, monkeypatch):

@@ -7,11 +7,16 @@ from pathlib import Path
 
 import pytest
 from mmengine.config import Config
-
-from sapiens_mm.zoo.cards import (MODEL_INDEX_ENV, UnknownModelError,
-                                  find_card, lookup_card, model_cards,
-                                  model_index_path)
 from tool_helpers import load_tool
+
+from sapiens_mm.zoo.cards import (
+    MODEL_INDEX_ENV,
+    UnknownModelError,
+    find_card,
+    lookup_card,
+    model_cards,
+    model_index_path,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
