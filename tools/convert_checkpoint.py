@@ -59,8 +59,7 @@ def main(argv=None):
     if osp.lexists(args.dst):
         raise FileExistsError(f'{args.dst} exists; choose a new destination '
                               '(nothing is overwritten).')
-    src, _ = resolve_checkpoint(args.src) if not osp.isdir(args.src) else \
-        (args.src, None)
+    src, _ = resolve_checkpoint(args.src)  # a file, folder or model name
     state = official_head_keys(get_state_dict(load_file(src)))
     if args.to == 'transformers':
         config = save_transformers_checkpoint(state, args.dst,
