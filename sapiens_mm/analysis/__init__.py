@@ -21,18 +21,28 @@ Example:
     >>> result = benchmark_model(model, batch_size=1, img_size=(256, 192))
     >>> text = format_report(result)
 """
-from .builders import (TransformersSapiens2, build_backbone,
-                       build_stock_backbone, build_transformers_sapiens2,
-                       is_sapiens2_arch)
+from .builders import (
+                       TransformersSapiens2,
+                       build_backbone,
+                       build_stock_backbone,
+                       build_transformers_sapiens2,
+                       is_sapiens2_arch,
+)
 from .decode import benchmark_decode, peaked_heatmaps
-from .drivers import (BENCHMARK_DTYPES, COMPILE_MODES, benchmark_model,
-                      end_to_end)
+from .drivers import BENCHMARK_DTYPES, COMPILE_MODES, benchmark_model, end_to_end
 from .flops import Work, WorkItem, count_work
-from .limit import (KNOWN_GPU_PEAK_TFLOPS, gemm_limit_seconds, gemm_rate,
-                    gpu_peak_tflops, kernel_calls, kernel_limit_seconds,
-                    limit_seconds, limit_warnings, measure_rates)
-from .report import (format_decode, format_end_to_end, format_report,
-                     result_to_json)
+from .limit import (
+                       KNOWN_GPU_PEAK_TFLOPS,
+                       gemm_limit_seconds,
+                       gemm_rate,
+                       gpu_peak_tflops,
+                       kernel_calls,
+                       kernel_limit_seconds,
+                       limit_seconds,
+                       limit_warnings,
+                       measure_rates,
+)
+from .report import format_decode, format_end_to_end, format_report, result_to_json
 from .timing import PeakMemory, TimingStats, time_callable
 
 __all__ = [

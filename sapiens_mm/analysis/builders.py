@@ -28,8 +28,10 @@ def build_backbone(arch, img_size: Tuple[int, int] = (1024, 768),
             Sapiens2 blocks kept have the K/V heads they have in the full
             model.
     """
-    from sapiens_mm.models.backbones import (Sapiens2VisionTransformer,
-                                             SapiensVisionTransformer)
+    from sapiens_mm.models.backbones import (
+        Sapiens2VisionTransformer,
+        SapiensVisionTransformer,
+    )
     if not is_sapiens2_arch(arch):
         if num_layers:
             arch = dict(SapiensVisionTransformer.arch_zoo[arch.lower()],
@@ -68,8 +70,10 @@ def build_stock_backbone(backbone: nn.Module) -> nn.Module:
     """
     from mmpretrain.models.backbones import VisionTransformer
 
-    from sapiens_mm.models.backbones import (Sapiens2VisionTransformer,
-                                             SapiensVisionTransformer)
+    from sapiens_mm.models.backbones import (
+        Sapiens2VisionTransformer,
+        SapiensVisionTransformer,
+    )
     if isinstance(backbone, Sapiens2VisionTransformer):
         from sapiens_mm.models.reference import Sapiens2Reference
         return Sapiens2Reference.from_backbone(backbone).eval()

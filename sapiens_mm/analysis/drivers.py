@@ -25,8 +25,14 @@ from sapiens_mm.utils.sdpa import resolve_sdpa_backend, sdpa_backend
 
 from .builders import build_stock_backbone
 from .flops import WorkItem, count_work
-from .limit import (gemm_limit_seconds, gemm_rate, gpu_peak_tflops,
-                    kernel_calls, limit_seconds, limit_warnings)
+from .limit import (
+    gemm_limit_seconds,
+    gemm_rate,
+    gpu_peak_tflops,
+    kernel_calls,
+    limit_seconds,
+    limit_warnings,
+)
 from .timing import PeakMemory, TimingStats, sync, time_callable
 
 __all__ = ['BENCHMARK_DTYPES', 'COMPILE_MODES', 'Precision',

@@ -22,12 +22,21 @@ from tiny_configs import TINY
 from tool_helpers import load_tool
 from torch.utils.flop_counter import FlopCounterMode
 
-from sapiens_mm.analysis import (PeakMemory, TimingStats, Work,
-                                 benchmark_model, build_backbone,
-                                 build_stock_backbone, count_work,
-                                 end_to_end, gemm_limit_seconds, gemm_rate,
-                                 kernel_limit_seconds, limit_warnings,
-                                 measure_rates)
+from sapiens_mm.analysis import (
+    PeakMemory,
+    TimingStats,
+    Work,
+    benchmark_model,
+    build_backbone,
+    build_stock_backbone,
+    count_work,
+    end_to_end,
+    gemm_limit_seconds,
+    gemm_rate,
+    kernel_limit_seconds,
+    limit_warnings,
+    measure_rates,
+)
 from sapiens_mm.apis import SapiensInferencer, init_model
 from sapiens_mm.utils import sdpa
 

@@ -23,9 +23,8 @@ Time: a few seconds, plus the C++ compilation of the compile-mode test
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
-
 from tool_helpers import load_tool
+from torch.profiler import ProfilerActivity, profile
 
 from sapiens_mm.analysis import benchmark_model, build_backbone
 from sapiens_mm.utils.cuda_graph_forward import CUDAGraphForward

@@ -8,8 +8,12 @@ import torch
 from tool_helpers import load_tool
 from torch.utils.flop_counter import FlopCounterMode
 
-from sapiens_mm.analysis import (benchmark_model, build_backbone, count_work,
-                                 kernel_calls)
+from sapiens_mm.analysis import (
+    benchmark_model,
+    build_backbone,
+    count_work,
+    kernel_calls,
+)
 from sapiens_mm.models import Sapiens2VisionTransformer
 
 main = load_tool('analysis/benchmark').main

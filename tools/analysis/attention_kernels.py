@@ -18,7 +18,6 @@ ratio to the GEMM rate, and its largest difference from a float64
 reference.
 """
 import argparse
-import math
 import statistics
 import sys
 import time
@@ -26,9 +25,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-from sapiens_mm.utils.sdpa import (cpu_bf16_attention,
-                                   cpu_bf16_attention_available,
-                                   sdpa_backend)
+from sapiens_mm.utils.sdpa import (
+    cpu_bf16_attention,
+    cpu_bf16_attention_available,
+    sdpa_backend,
+)
 
 DTYPES = dict(bf16=torch.bfloat16, fp32=torch.float32)
 

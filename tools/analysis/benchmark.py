@@ -21,20 +21,30 @@ import torch
 from mmengine.config import Config, DictAction
 
 import sapiens_mm  # noqa: F401  (registers the models)
-from sapiens_mm.analysis import (BENCHMARK_DTYPES, COMPILE_MODES,
-                                 benchmark_decode, benchmark_model,
-                                 build_backbone, build_transformers_sapiens2,
-                                 end_to_end, format_decode,
-                                 format_end_to_end, format_report,
-                                 is_sapiens2_arch, result_to_json)
+from sapiens_mm.analysis import (
+    BENCHMARK_DTYPES,
+    COMPILE_MODES,
+    benchmark_decode,
+    benchmark_model,
+    build_backbone,
+    build_transformers_sapiens2,
+    end_to_end,
+    format_decode,
+    format_end_to_end,
+    format_report,
+    is_sapiens2_arch,
+    result_to_json,
+)
 from sapiens_mm.apis import inferencers
 from sapiens_mm.apis.inference import init_model
-from sapiens_mm.zoo.model_zoo import config_root
-from sapiens_mm.models.backbones import (Sapiens2VisionTransformer,
-                                         SapiensVisionTransformer)
 from sapiens_mm.cli import add_debug_argument, run_cli
+from sapiens_mm.models.backbones import (
+    Sapiens2VisionTransformer,
+    SapiensVisionTransformer,
+)
 from sapiens_mm.utils.image_io import list_images
 from sapiens_mm.utils.sdpa import SDPA_BACKENDS
+from sapiens_mm.zoo.model_zoo import config_root
 
 
 def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
