@@ -30,6 +30,9 @@ def test_config_set_is_complete():
                 for t in LEAF for s in SIZES + ('tiny', )}
     expected |= {f'fsdp/sapiens2_{s}-{t}_fsdp_bf16.py' for s in ('1b', '5b')
                  for t in ('pose', 'seg', 'normal', 'pointmap')}
+    # matting: the released 1b (official config name) and the tiny one
+    expected |= {f'matting/sapiens2_{s}_matting_gss_p3m_metasim-{r}.py'
+                 for s, r in (('1b', '1024x768'), ('tiny', '256x192'))}
     assert found == expected
 
 

@@ -35,7 +35,8 @@ __all__ = [
     'find_pipeline_step', 'set_input_size', 'autocast', 'check_batch_size'
 ]
 
-Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo']
+Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo',
+               'matting']
 #: Tasks in the order the inferencer runs them (segmentation first: it
 #: masks depth / normals / pointmaps). pointmap and albedo are Sapiens2's.
 TASKS: Tuple[str, ...] = ('seg', 'depth', 'normal', 'pointmap', 'albedo',
@@ -46,7 +47,8 @@ TASK_SCOPES: Dict[str, str] = dict(pose='mmpose',
                                    depth='mmseg',
                                    normal='mmseg',
                                    pointmap='mmseg',
-                                   albedo='mmseg')
+                                   albedo='mmseg',
+                                   matting='mmseg')
 #: Names accepted for the inference precision.
 DTYPES: Dict[str, torch.dtype] = {
     'fp32': torch.float32,
@@ -88,8 +90,8 @@ def task_of_config(cfg: Config) -> str:
     """The task of a model config: ``TopdownPoseEstimator`` (and
     ``Sapiens2TopdownPoseEstimator``) is pose,
     ``EncoderDecoder`` is seg, ``SapiensDenseEstimator`` (depth / normal)
-    and ``Sapiens2DenseEstimator`` (normal / pointmap / albedo) are their
-    ``task``.
+    and ``Sapiens2DenseEstimator`` (normal / pointmap / albedo / matting)
+    are their ``task``.
 
     Raises:
         ValueError: Another model type.
@@ -108,7 +110,7 @@ def task_of_config(cfg: Config) -> str:
         f'Config model type {model_type!r} is not a Sapiens task model; '
         'expected TopdownPoseEstimator (pose), EncoderDecoder (seg), '
         'SapiensDenseEstimator (depth / normal) or Sapiens2DenseEstimator '
-        '(normal / pointmap / albedo).')
+        '(normal / pointmap / albedo / matting).')
 
 
 # ---------------------------------------------------------------- metadata
@@ -227,12 +229,11 @@ def init_model(config: ConfigType,
     if checkpoint is not None:
         # the checkpoint holds the backbone: no pretrained init needed
         cfg.model.backbone.init_cfg = None
-    with DefaultScope.overwrite_default_scope(TASK_SCOPES[task]):
-        if task == 'pose':
-            from mmpose.registry import MODELS
-        else:
-            from mmseg.registry import MODELS
-        model = MODELS.build(cfg.model)
+    if task == 'matting' and checkpoint is not None:
+        # The released matting head's widths are not documented: build the
+        # head the weights describe (then they load strictly).
+        cfg = _fit_head_widths(cfg, checkpoint)
+    model = _build(cfg, task)
     meta = None
     if isinstance(checkpoint, str):
         loaded = load_checkpoint(model, checkpoint, strict=True)
@@ -250,6 +251,51 @@ def init_model(config: ConfigType,
     model.dataset_meta = dict(meta) if isinstance(
         meta, dict) and meta else dataset_meta_of_config(cfg)
     return model.to(device).eval()
+
+
+def _build(cfg: Config, task: str) -> nn.Module:
+    """``cfg.model`` built in the registry scope of ``task``."""
+    with DefaultScope.overwrite_default_scope(TASK_SCOPES[task]):
+        if task == 'pose':
+            from mmpose.registry import MODELS
+        else:
+            from mmseg.registry import MODELS
+        return MODELS.build(cfg.model)
+
+
+def _fit_head_widths(cfg: Config,
+                     checkpoint: Union[str, Mapping[str, torch.Tensor]]
+                     ) -> Config:
+    """``cfg`` with the decode head's channel plan read from the tensor
+    shapes of ``checkpoint`` (a safetensors file: its header only; another
+    file is read; a state dict), logged when it differs from the
+    config's."""
+    from sapiens_mm.checkpoint import get_state_dict, load_file
+    from sapiens_mm.checkpoint.safetensors_io import (is_safetensors_file,
+                                                      safetensors_shapes)
+    from sapiens_mm.models.heads import Sapiens2DenseHead
+    source = checkpoint if isinstance(checkpoint, str) else 'state dict'
+    if not isinstance(checkpoint, str):
+        shapes = {k: tuple(v.shape) for k, v in checkpoint.items()}
+    elif is_safetensors_file(checkpoint):
+        shapes = safetensors_shapes(checkpoint)
+    else:
+        shapes = {k: tuple(v.shape) for k, v in get_state_dict(
+            load_file(checkpoint)).items()}
+    found = Sapiens2DenseHead.channels_of_state_dict(shapes)
+    head = cfg.model.decode_head
+    if found is None:
+        return cfg
+    current = dict(
+        upsample_channels=tuple(head.get('upsample_channels', ())),
+        conv_out_channels=tuple(head.get('conv_out_channels', ())))
+    if current != found:
+        print_log(
+            f'{source}: head widths {found} (from its tensor shapes) differ '
+            f'from the config\'s {current}; building the head the weights '
+            'describe.', logger='current')
+        head.update(found)
+    return cfg
 
 
 # --------------------------------------------------------------- pipeline
@@ -360,7 +406,8 @@ def set_input_size(cfg: Config,
             loader = cfg.get(key)
             for t in (loader.dataset.pipeline if loader else []):
                 name = _step_name(t)
-                if name in ('RandomResize', 'Resize', 'AreaCubicResize'):
+                if name in ('RandomResize', 'Resize', 'AreaCubicResize',
+                            'MattingResize'):
                     t['scale'] = (w, h)
                 elif name == 'ResizePadImage':
                     t['size'] = (h, w)

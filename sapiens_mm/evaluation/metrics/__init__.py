@@ -8,3 +8,8 @@ from .pointmap_metric import SapiensPointmapMetric  # noqa: E402
 __all__ += ['SapiensPointmapMetric']
 from .albedo_metric import SapiensAlbedoMetric  # noqa: E402
 __all__ += ['SapiensAlbedoMetric']
+from .matting_metric import (MattingMetric, connectivity_error,  # noqa: E402
+                             gradient_error, mse_error, sad_error,
+                             unknown_region)
+__all__ += ['MattingMetric', 'sad_error', 'mse_error', 'gradient_error',
+            'connectivity_error', 'unknown_region']
