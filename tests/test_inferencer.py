@@ -492,7 +492,9 @@ CLI_OPTIONS = (
     '--d-cutoff', '--stabilize-dense', '--stabilize-alpha', '--kpt-thr',
     '--no-draw-bbox', '--no-save-pred', '--no-save-vis', '--show',
     '--wait-time', '--no-progress', '--skeleton-style', '--export-format',
-    '--save-mask', '--debug',
+    '--save-mask', '--debug', '--matting', '--matting-config',
+    '--stabilize-matting', '--stabilize-pointmap-scale', '--mask-with',
+    '--background', '--alpha-bits',
 )
 
 
@@ -539,7 +541,9 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         '--stabilize-alpha', '0.75', '--kpt-thr', '0.7', '--no-draw-bbox',
         '--no-save-pred', '--no-save-vis', '--show', '--wait-time', '9',
         '--no-progress', '--skeleton-style', 'openpose', '--export-format',
-        'coco17', 'openpose', '--save-mask', '--debug'
+        'coco17', 'openpose', '--save-mask', '--debug', '--matting-config',
+        'm.py', '--stabilize-matting', '--stabilize-pointmap-scale',
+        '--mask-with', 'seg', '--background', 'white', '--alpha-bits', '16'
     ])
     assert calls['init'] == dict(
         models=dict(
@@ -548,6 +552,7 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
             normal=dict(config='n.py', checkpoint=None),
             pointmap=dict(config='pm.py', checkpoint='pm.pth'),
             albedo=dict(config='al.py', checkpoint=None),
+            matting=dict(config='m.py', checkpoint=None),
             seg=dict(
                 config=None,
                 checkpoint='sapiens_0.3b_goliath_best_goliath_mIoU_7673_'
@@ -557,7 +562,8 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         det_checkpoint='det.pth', det_cat_id=2, bbox_thr=0.5, nms_thr=0.6,
         kpt_thr=0.7, track=False, smooth=False, det_interval=3,
         tracker_cfg=dict(min_cutoff=1.5, beta=0.25, d_cutoff=2.5),
-        stabilize_dense=True, stabilize_alpha=0.75)
+        stabilize_dense=True, stabilize_alpha=0.75, mask_with='seg',
+        stabilize_matting=True, stabilize_pointmap_scale=True)
     inputs, kwargs = calls['stream']
     assert inputs == ['a.jpg', 3]  # a digit that is no file: a webcam
     assert kwargs == dict(out_dir=str(out), bboxes=[[1, 2, 30, 40, 0.9]],
@@ -565,7 +571,8 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
                           wait_time=9, draw_bbox=False, max_frames=7,
                           show_progress=False, skeleton_style='openpose',
                           export_formats=['coco17', 'openpose'],
-                          save_mask=True)
+                          save_mask=True, background='white',
+                          alpha_bits=16)
     # the defaults
     main(['b.png', '--seg-config', 's.py', '--out-dir', str(out)])
     assert calls['init'] == dict(
@@ -575,9 +582,10 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         bbox_thr=0.3, nms_thr=0.3, kpt_thr=0.3, track=True, smooth=True,
         det_interval=1, tracker_cfg=dict(min_cutoff=4.0, beta=4.0,
                                          d_cutoff=1.0),
-        stabilize_dense=False, stabilize_alpha=0.5)
+        stabilize_dense=False, stabilize_alpha=0.5, mask_with=None,
+        stabilize_matting=False, stabilize_pointmap_scale=False)
     assert calls['stream'] == (['b.png'], dict(
         out_dir=str(out), bboxes=None, no_save_pred=False,
         no_save_vis=False, show=False, wait_time=1, draw_bbox=True,
         max_frames=None, show_progress=True, skeleton_style='mmpose',
-        export_formats=[], save_mask=False))
+        export_formats=[], save_mask=False, background=None, alpha_bits=8))

@@ -23,7 +23,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             'Run Sapiens pose / body-part segmentation / depth / normal '
-            'models (and Sapiens2 pointmap / albedo models) on images, '
+            'models (and Sapiens2 pointmap / albedo / matting models) on '
+            'images, '
             'folders, videos or a webcam.'),
         epilog=(
             'Models: official checkpoints alone (--checkpoints, task and size '
@@ -37,7 +38,11 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'depth/normals are NaN outside the person when seg runs) and '
             '<name>.png; Sapiens2 pointmaps also <name>.npy (H, W, 3) metric '
             'XYZ and <name>.ply (coloured point cloud); for videos per-frame '
-            'files in <name>/ and <name>.mp4. Inputs with the same name get '
+            'files in <name>/ and <name>.mp4. Sapiens2 matting writes '
+            '<name>.npy (H, W, 4: pre-multiplied RGB, alpha), '
+            '<name>_alpha.png (--alpha-bits), <name>_rgba.png (cut-out) and '
+            'a composite onto --background (a green-screen .mp4 for '
+            'videos). Inputs with the same name get '
             '<name>_1, <name>_2...; OUT_DIR/outputs.json maps every input to '
             'its files. Files are written atomically; unreadable or '
             'truncated images are skipped with a message, and a run where '
@@ -134,6 +139,13 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     v.add_argument('--stabilize-alpha', type=float, default=0.5,
                    help='weight of the new frame in that average '
                    '(default: %(default)s)')
+    v.add_argument('--stabilize-matting', action='store_true',
+                   help='smooth the matting alpha over time (flicker '
+                   'averaged, movement followed)')
+    v.add_argument('--stabilize-pointmap-scale', action='store_true',
+                   help='bring the pointmaps to a temporally smooth scale; '
+                   'each frame\'s measured and applied scale go to '
+                   'pointmap/<name>/<frame>_scale.json')
     o = p.add_argument_group('outputs')
     o.add_argument('--kpt-thr', type=float, default=0.3,
                    help='keypoints below this score are not drawn '
@@ -161,6 +173,19 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='also write the pose in these keypoint formats: '
                    'coco17, coco_wholebody, openpose (OpenPose JSON, as '
                    'ControlNet tools read) to OUT_DIR/pose_<format>/')
+    o.add_argument('--mask-with', choices=('matting', 'seg'),
+                   default=None,
+                   help='what masks depth / normal / pointmap / albedo '
+                   'outside the person (NaN in the arrays, black in the '
+                   'images, soft with matting); default: matting when a '
+                   'matting model runs, else seg when a seg model runs')
+    o.add_argument('--background', default=None, metavar='COLOR|IMAGE',
+                   help='what the matting composite puts behind the person: '
+                   'a colour (green, white, #RRGGBB, R,G,B) or an image '
+                   'file (default: green screen)')
+    o.add_argument('--alpha-bits', type=int, choices=(8, 16), default=8,
+                   help='bit depth of the matting alpha PNGs (default: '
+                   '%(default)s)')
     o.add_argument('--save-mask', action='store_true',
                    help='write the person foreground from seg: OUT_DIR/mask/'
                    '<name>.png (soft mask), <name>_rgba.png (cut-out) and '
@@ -198,7 +223,7 @@ def models_from_args(args: argparse.Namespace) -> dict:
     if not models:
         raise ValueError('No model given: use --checkpoints CKPT [CKPT ...] '
                          'or --pose/--seg/--depth/--normal/--pointmap/'
-                         '--albedo CKPT (and/or '
+                         '--albedo/--matting CKPT (and/or '
                          '--<task>-config CFG).')
     return models
 
@@ -263,7 +288,10 @@ def main(argv: Optional[Sequence[str]] = None,
         tracker_cfg=dict(min_cutoff=args.min_cutoff, beta=args.beta,
                          d_cutoff=args.d_cutoff),
         stabilize_dense=args.stabilize_dense,
-        stabilize_alpha=args.stabilize_alpha)
+        stabilize_alpha=args.stabilize_alpha,
+        mask_with=args.mask_with,
+        stabilize_matting=args.stabilize_matting,
+        stabilize_pointmap_scale=args.stabilize_pointmap_scale)
     inputs = [int(x) if x.isdigit() and not osp.exists(x) else x
               for x in args.inputs]
     summary = []
@@ -280,7 +308,9 @@ def main(argv: Optional[Sequence[str]] = None,
             show_progress=not args.no_progress,
             skeleton_style=args.skeleton_style,
             export_formats=args.export_format,
-            save_mask=args.save_mask):
+            save_mask=args.save_mask,
+            background=args.background,
+            alpha_bits=args.alpha_bits):
         summary.append({
             k: result[k]
             for k in ('input', 'name', 'frame_index', 'pred_files',

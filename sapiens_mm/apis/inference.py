@@ -37,10 +37,11 @@ __all__ = [
 
 Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo',
                'matting']
-#: Tasks in the order the inferencer runs them (segmentation first: it
-#: masks depth / normals / pointmaps). pointmap and albedo are Sapiens2's.
-TASKS: Tuple[str, ...] = ('seg', 'depth', 'normal', 'pointmap', 'albedo',
-                          'pose')
+#: Tasks in the order the inferencer runs them (matting and segmentation
+#: first: they mask depth / normals / pointmaps / albedo). pointmap, albedo
+#: and matting are Sapiens2's.
+TASKS: Tuple[str, ...] = ('matting', 'seg', 'depth', 'normal', 'pointmap',
+                          'albedo', 'pose')
 #: The OpenMMLab registry scope that builds each task's model.
 TASK_SCOPES: Dict[str, str] = dict(pose='mmpose',
                                    seg='mmseg',

@@ -35,7 +35,9 @@ __all__ = ['TINY_CHOICE', 'DEMO_TASKS', 'find_checkpoints', 'side_by_side',
 #: Model choice that builds the shipped tiny config with random weights.
 TINY_CHOICE = 'tiny (random weights, no download)'
 #: Tasks in the order their panels appear.
-DEMO_TASKS: Tuple[str, ...] = ('pose', 'seg', 'depth', 'normal')
+DEMO_TASKS: Tuple[str, ...] = ('pose', 'seg', 'depth', 'normal', 'matting')
+#: Tasks whose tiny model is the Sapiens2 one (no Sapiens v1 model exists).
+_SAPIENS2_ONLY = ('matting', )
 _CKPT_EXTENSIONS = ('.pth', '.pt', '.bin', '.safetensors', '.onnx', '.pt2')
 _PANEL_HEIGHT = 512
 
@@ -146,7 +148,9 @@ class WebDemo:
 
     def _spec(self, task: str, choice: str):
         if choice == TINY_CHOICE or choice not in self.checkpoints[task]:
-            return dict(config=str(shipped_config(task, 'tiny')),
+            version = 2 if task in _SAPIENS2_ONLY else 1
+            return dict(config=str(shipped_config(task, 'tiny',
+                                                  version=version)),
                         checkpoint=None)
         return self.checkpoints[task][choice]
 
@@ -167,7 +171,8 @@ class WebDemo:
             tasks: Sequence[str], model_choices: Dict[str, str],
             skeleton_style: str = 'mmpose',
             export_formats: Sequence[str] = (),
-            save_mask: bool = False
+            save_mask: bool = False,
+            background: str = ''
             ) -> Tuple[Optional[np.ndarray], List[str], str]:
         """One request.
 
@@ -180,6 +185,9 @@ class WebDemo:
             skeleton_style: ``'mmpose'`` or ``'openpose'``.
             export_formats: Extra pose formats to write.
             save_mask: Write the foreground mask and cut-outs (needs seg).
+            background: What the matting composite puts behind the person:
+                a colour or an image path ('': green screen; ignored
+                without matting).
 
         Returns:
             ``(overlays, files, status)``: the side-by-side RGB image (None
@@ -216,7 +224,9 @@ class WebDemo:
                     path, out_dir=out_dir, return_vis=True,
                     show_progress=False, skeleton_style=skeleton_style,
                     export_formats=tuple(export_formats),
-                    save_mask=save_mask)[0]
+                    save_mask=save_mask,
+                    background=(background or None)
+                    if 'matting' in tasks else None)[0]
         except Exception as e:  # noqa: BLE001 (any failure: said in the page)
             detail = one_line(e) if isinstance(e, (ValueError, OSError)) \
                 else traceback.format_exc()  # a user error needs no trace
@@ -260,7 +270,7 @@ class WebDemo:
         from sapiens_mm.datasets.keypoint_formats import EXPORT_FORMATS
         with gr.Blocks(title='Sapiens demo', analytics_enabled=False) as app:
             gr.Markdown(
-                '# Sapiens: pose, body parts, depth, normals\n'
+                '# Sapiens: pose, body parts, depth, normals, matting\n'
                 'Upload an image or take a webcam snapshot, choose tasks '
                 'and models, press **Run**. Models marked *tiny* have random '
                 'weights: they show the pipeline, not real predictions.')
@@ -289,6 +299,10 @@ class WebDemo:
                     mask = gr.Checkbox(
                         label='Foreground mask and cut-outs (needs seg)',
                         value=False, elem_id='save_mask')
+                    background = gr.Textbox(
+                        label='Matting background (colour name, #RRGGBB '
+                        'or R,G,B; empty: green screen)', value='',
+                        elem_id='background')
                     run = gr.Button('Run', variant='primary', elem_id='run')
                 with gr.Column(scale=3):
                     status = gr.Markdown('', elem_id='status')
@@ -300,13 +314,13 @@ class WebDemo:
 
             def on_run(upload, webcam, tasks, *rest):
                 choices = dict(zip(DEMO_TASKS, rest[:len(DEMO_TASKS)]))
-                style, formats, mask = rest[len(DEMO_TASKS):]
+                style, formats, mask, background = rest[len(DEMO_TASKS):]
                 return self.run(upload, webcam, tasks, choices, style,
-                                formats, mask)
+                                formats, mask, background)
 
             run.click(on_run,
                       inputs=[upload, webcam, tasks, *models, style, formats,
-                              mask],
+                              mask, background],
                       outputs=[overlays, files, status])
         return app
 

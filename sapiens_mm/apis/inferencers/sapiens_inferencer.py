@@ -1,5 +1,5 @@
 """The multi-task inferencer: pose, body parts, depth and normals at once
-(and Sapiens2's pointmaps and albedo).
+(and Sapiens2's pointmaps, albedo and human matting).
 
 :class:`SapiensInferencer` follows the conventions of mmengine's
 ``BaseInferencer`` and of ``MMPoseInferencer`` / ``MMSegInferencer``: build
@@ -40,16 +40,19 @@ from tqdm import tqdm
 from sapiens_mm.datasets.keypoint_formats import (EXPORT_FORMATS,
                                                   convert_pose_record)
 from sapiens_mm.tracking import (DepthStabilizer, NormalStabilizer,
-                                 PoseTracker, bboxes_from_keypoints)
+                                 PointmapScaleStabilizer, PoseTracker,
+                                 bboxes_from_keypoints)
 from sapiens_mm.utils.foreground import (person_cutouts, rgba_cutout,
                                          soft_foreground)
+from sapiens_mm.utils.matting import AlphaStabilizer, unpremultiply
 from sapiens_mm.utils.pointcloud import write_ply
 from sapiens_mm.visualization import SKELETON_STYLES, SkeletonStyle
 
 from ..inference import DTYPES, TASKS, Task, check_batch_size
 from ..model_zoo import SapiensModelInfo
 from .base_task_inferencer import BaseTaskInferencer
-from .dense_inferencer import DENSE_TASKS, DenseInferencer
+from .dense_inferencer import (DENSE_TASKS, DenseInferencer,
+                               matting_background, write_matting_files)
 from .model_spec import ModelSpec, resolve_models
 from .pose_inferencer import PoseInferencer
 from .utils.display import StopRequested, show_images
@@ -68,7 +71,8 @@ def _nonfinite_counts(pred: dict) -> Dict[str, int]:
     for task, sample in pred['samples'].items():
         field = {'seg': 'seg_logits', 'depth': 'pred_depth_map',
                  'normal': 'pred_normal_map', 'pointmap': 'pred_pointmap',
-                 'albedo': 'pred_albedo_map'}.get(task)
+                 'albedo': 'pred_albedo_map',
+                 'matting': 'pred_matting'}.get(task)
         data = getattr(sample, field, None) if field else None
         if data is None:
             continue
@@ -83,13 +87,18 @@ class _VideoState:
     webcam: its pose tracker, dense stabilisers and last keypoints."""
 
     def __init__(self, source: Source, tracker: Optional[PoseTracker],
-                 stabilize_alpha: Optional[float]) -> None:
+                 stabilize_alpha: Optional[float],
+                 stabilize_matting: bool = False,
+                 stabilize_pointmap_scale: bool = False) -> None:
         self.source = source
         self.tracker = tracker
         self.depth = self.normal = None
         if stabilize_alpha is not None:
             self.depth = DepthStabilizer(stabilize_alpha)
             self.normal = NormalStabilizer(stabilize_alpha)
+        self.matting = AlphaStabilizer() if stabilize_matting else None
+        self.pointmap_scale = PointmapScaleStabilizer() \
+            if stabilize_pointmap_scale else None
         #: The last frame's (unsmoothed) keypoints, scores and track IDs.
         self.keypoints: Optional[np.ndarray] = None
         self.keypoint_scores: Optional[np.ndarray] = None
@@ -155,6 +164,22 @@ class SapiensInferencer:
             Defaults to False.
         stabilize_alpha: Weight of the new frame in that average, in
             (0, 1]. Defaults to 0.5.
+        mask_with: What masks the depth / normal / pointmap / albedo
+            outputs outside the person: ``'matting'`` (the matting model's
+            alpha: arrays NaN where alpha < 0.5, visualisations blended to
+            black with the soft alpha) or ``'seg'`` (body-part labels > 0).
+            None (default): the matting model when there is one, else the
+            seg model when there is one, else nothing.
+        stabilize_matting: On videos, smooth the alpha over time
+            (:class:`~sapiens_mm.utils.matting.AlphaStabilizer`; the
+            foreground is re-multiplied by the smoothed alpha). Defaults to
+            False.
+        stabilize_pointmap_scale: On videos, bring the pointmaps to a
+            temporally smooth scale
+            (:class:`~sapiens_mm.tracking.PointmapScaleStabilizer`); each
+            frame's measured and applied scale is returned as
+            ``predictions['pointmap_scale']`` and written to
+            ``pointmap/<name>/<frame>_scale.json``. Defaults to False.
 
     Person boxes come from, in order: boxes given to ``__call__``; else the
     detector (score >= ``bbox_thr``, NMS; on video every ``det_interval``
@@ -189,7 +214,10 @@ class SapiensInferencer:
                  det_interval: int = 1,
                  tracker_cfg: Optional[dict] = None,
                  stabilize_dense: bool = False,
-                 stabilize_alpha: float = 0.5) -> None:
+                 stabilize_alpha: float = 0.5,
+                 mask_with: Optional[Literal['matting', 'seg']] = None,
+                 stabilize_matting: bool = False,
+                 stabilize_pointmap_scale: bool = False) -> None:
         if device is None:
             device = 'cuda' if torch.cuda.is_available() else 'cpu'
         self.device = torch.device(device)
@@ -248,7 +276,25 @@ class SapiensInferencer:
         if stabilize_dense:
             DepthStabilizer(stabilize_alpha)  # validates alpha
             self.stabilize_alpha = float(stabilize_alpha)
+        self.mask_with = self._mask_source(mask_with)
+        self.stabilize_matting = bool(stabilize_matting)
+        self.stabilize_pointmap_scale = bool(stabilize_pointmap_scale)
         self._video: Optional[_VideoState] = None
+
+    def _mask_source(self, mask_with: Optional[str]) -> Optional[str]:
+        """The task whose output masks the dense outputs (see
+        ``mask_with``), checked against the models."""
+        if mask_with is None:
+            return next((t for t in ('matting', 'seg')
+                         if t in self.task_inferencers), None)
+        if mask_with not in ('matting', 'seg'):
+            raise ValueError(f'mask_with must be "matting" or "seg", got '
+                             f'{mask_with!r}.')
+        if mask_with not in self.task_inferencers:
+            raise ValueError(
+                f'mask_with={mask_with!r} (--mask-with) needs a {mask_with} '
+                f'model: give --{mask_with} or a {mask_with} checkpoint.')
+        return mask_with
 
     # ------------------------------------------------------------ set-up
     #: ``batch_size`` if it is a positive int, else a ``ValueError``
@@ -289,7 +335,9 @@ class SapiensInferencer:
         if self._video is None or self._video.source is not src:
             tracker = self._new_tracker() if (
                 self.track and 'pose' in self.task_inferencers) else None
-            self._video = _VideoState(src, tracker, self.stabilize_alpha)
+            self._video = _VideoState(src, tracker, self.stabilize_alpha,
+                                      self.stabilize_matting,
+                                      self.stabilize_pointmap_scale)
         return self._video
 
     def _skip(self, src: Source, reason: str) -> None:
@@ -314,7 +362,9 @@ class SapiensInferencer:
                  show_progress: bool = True,
                  skeleton_style: SkeletonStyle = 'mmpose',
                  export_formats: Sequence[str] = (),
-                 save_mask: bool = False) -> List[dict]:
+                 save_mask: bool = False,
+                 background=None,
+                 alpha_bits: int = 8) -> List[dict]:
         """Run the tasks on ``inputs`` and return one result per image or
         video frame. See :meth:`stream` for the arguments and results; this
         collects them in a list (use :meth:`stream` for webcams and long
@@ -323,7 +373,8 @@ class SapiensInferencer:
             self.stream(inputs, out_dir, batch_size, bboxes, return_vis,
                         return_datasamples, no_save_pred, no_save_vis, show,
                         wait_time, draw_bbox, max_frames, show_progress,
-                        skeleton_style, export_formats, save_mask))
+                        skeleton_style, export_formats, save_mask,
+                        background=background, alpha_bits=alpha_bits))
 
     def stream(self,
                inputs: InputsType,
@@ -341,7 +392,9 @@ class SapiensInferencer:
                show_progress: bool = True,
                skeleton_style: SkeletonStyle = 'mmpose',
                export_formats: Sequence[str] = (),
-               save_mask: bool = False) -> Iterator[dict]:
+               save_mask: bool = False,
+               background=None,
+               alpha_bits: int = 8) -> Iterator[dict]:
         """Run the tasks on ``inputs``, yielding one result per image or
         video frame as soon as it is ready.
 
@@ -387,6 +440,13 @@ class SapiensInferencer:
                 x 255), ``mask/<name>_rgba.png`` (the image with that alpha)
                 and ``mask/<name>_person<i>.png`` (one cut-out per pose box,
                 when pose runs).
+            background: What a matting model's person is composited onto
+                in its visualisation (``matting/<name>.png``, or the
+                video ``matting/<name>.mp4``: a green-screen cut-out by
+                default): a colour (name, ``#RRGGBB``, ``R,G,B``), an image
+                file or a BGR array.
+            alpha_bits: Bit depth of the matting alpha PNGs
+                (``matting/<name>_alpha.png``), 8 or 16. Defaults to 8.
 
         Yields:
             dict: ``input`` (path or name), ``name``, ``frame_index`` (None
@@ -399,9 +459,13 @@ class SapiensInferencer:
             ``seg``: (H, W) uint8 labels; ``depth``: (H, W)
             float32 relative depth (larger = farther); ``normal``: (H, W, 3)
             float32 unit normals; Sapiens2 ``pointmap``: (H, W, 3) float32
-            metric camera-frame XYZ, ``albedo``: (H, W, 3) float32 RGB.
-            When seg ran, depth, normals, pointmaps and albedo are NaN
-            outside the person foreground (label > 0). Also ``pred_files``
+            metric camera-frame XYZ, ``albedo``: (H, W, 3) float32 RGB,
+            ``matting``: (H, W, 4) float32, the pre-multiplied foreground
+            RGB and alpha in [0, 1] (written as ``.npy``, ``_alpha.png`` and
+            the RGBA cut-out ``_rgba.png``).
+            When matting or seg ran (see ``mask_with``), depth, normals,
+            pointmaps and albedo are NaN outside the person. Also
+            ``pred_files``
             and ``vis_files`` ({task: path} of what was written; a pointmap
             adds ``pointmap_ply``, the coloured point cloud of its finite
             points), ``nonfinite`` ({task: number of NaN / inf values the
@@ -412,6 +476,14 @@ class SapiensInferencer:
         """
         batch_size = self.check_batch_size(batch_size or self.batch_size)
         self._check_output_options(skeleton_style, export_formats, save_mask)
+        if alpha_bits not in (8, 16):
+            raise ValueError(f'alpha_bits must be 8 or 16, got '
+                             f'{alpha_bits!r}.')
+        if background is not None and 'matting' not in self.task_inferencers:
+            raise ValueError('background (--background) is what a matting '
+                             'model composites the person onto: give a '
+                             'matting model too (--matting).')
+        background = matting_background(background)
         self.skipped = []
         self._video = None
         sources = collect_sources(inputs)
@@ -427,7 +499,8 @@ class SapiensInferencer:
                     show=show, wait_time=wait_time, draw_bbox=draw_bbox,
                     skeleton_style=skeleton_style,
                     export_formats=tuple(export_formats),
-                    save_mask=save_mask)
+                    save_mask=save_mask, background=background,
+                    alpha_bits=alpha_bits)
         videos = VideoWriters()
         bar = tqdm(total=total, desc='Sapiens inference', unit='img',
                    disable=not show_progress or total == 1)
@@ -597,8 +670,9 @@ class SapiensInferencer:
         for pred in preds:  # before the seg mask adds NaNs on purpose
             pred['nonfinite'] = _nonfinite_counts(pred)
         for pred in preds:  # the person foreground masks the dense outputs
-            if 'seg' in pred:
-                background = pred['seg'] == 0
+            alpha = self.person_alpha(pred)
+            if alpha is not None:
+                background = alpha < 0.5
                 for task in ('depth', 'normal', 'pointmap', 'albedo'):
                     if task in pred:
                         pred[task][background] = np.nan
@@ -622,6 +696,16 @@ class SapiensInferencer:
                     pred['nonfinite']['pose'] = bad
             self._follow(frame, pred)
         return preds
+
+    def person_alpha(self, pred: dict) -> Optional[np.ndarray]:
+        """(H, W) float32 alpha of the person in one frame's prediction:
+        the matting alpha or the seg foreground (labels > 0, as 0 / 1),
+        as ``mask_with`` picks; None without either."""
+        if self.mask_with == 'matting' and 'matting' in pred:
+            return pred['matting'][..., 3]
+        if self.mask_with == 'seg' and 'seg' in pred:
+            return (pred['seg'] > 0).astype(np.float32)
+        return None
 
     def _pose_from_last_frame(self, frame: Frame, batch_size: int) -> dict:
         """Pose of a frame without detection: boxes around the previous
@@ -667,15 +751,30 @@ class SapiensInferencer:
             pred['depth'] = state.depth(pred['depth'])
         if state.normal is not None and 'normal' in pred:
             pred['normal'] = state.normal(pred['normal'])
+        if state.matting is not None and 'matting' in pred:
+            matte = pred['matting']
+            alpha = state.matting(matte[..., 3])
+            # keep the foreground colour, re-multiplied by the new alpha
+            colour = unpremultiply(matte[..., :3], matte[..., 3])
+            pred['matting'] = np.concatenate(
+                [colour * alpha[..., None], alpha[..., None]], -1)
+        if state.pointmap_scale is not None and 'pointmap' in pred:
+            pred['pointmap'] = state.pointmap_scale(pred['pointmap'], t)
+            pred['pointmap_scale'] = dict(
+                measured=state.pointmap_scale.measured,
+                applied=state.pointmap_scale.smoothed)
 
     def visualize(self, frame: Frame, pred: dict,
                   draw_bbox: bool = True,
-                  skeleton_style: SkeletonStyle = 'mmpose'
-                  ) -> Dict[str, np.ndarray]:
-        """BGR visualisation of each task's prediction for one frame
-        (depth and normals black outside the seg foreground; the pose in
-        ``skeleton_style``)."""
-        fg = pred['seg'] > 0 if 'seg' in pred else None
+                  skeleton_style: SkeletonStyle = 'mmpose',
+                  background=None) -> Dict[str, np.ndarray]:
+        """BGR visualisation of each task's prediction for one frame: the
+        pose in ``skeleton_style``, the matte composited onto
+        ``background`` (green screen when None), depth / normals /
+        pointmaps / albedo outside the person (``mask_with``) black,
+        blended with the matting alpha where it is soft."""
+        alpha = self.person_alpha(pred)
+        fg = None if alpha is None else alpha >= 0.5
         vis = {}
         for task, ti in self.task_inferencers.items():
             if task == 'pose':
@@ -683,8 +782,14 @@ class SapiensInferencer:
                                     skeleton_style)
             elif task == 'seg':
                 vis[task] = ti.draw(frame.image, pred['seg'])
+            elif task == 'matting':
+                vis[task] = ti.draw(frame.image, pred['matting'],
+                                    background=background)
             else:
                 vis[task] = ti.draw(frame.image, pred[task], fg)
+                if alpha is not None:
+                    vis[task] = np.rint(vis[task] * alpha[..., None]).astype(
+                        np.uint8)
         return vis
 
     def postprocess(self, frame: Frame, pred: dict, videos: VideoWriters,
@@ -703,6 +808,8 @@ class SapiensInferencer:
             pred_files={},
             vis_files={},
             nonfinite=dict(pred.get('nonfinite') or {}))
+        if 'pointmap_scale' in pred:
+            result['predictions']['pointmap_scale'] = pred['pointmap_scale']
         if result['nonfinite']:
             where = result['input'] if frame.frame_index is None else \
                 f'{result["input"]} frame {frame.frame_index}'
@@ -734,12 +841,22 @@ class SapiensInferencer:
                         write_ply(ply, pred[task],
                                   colors=frame.image[..., ::-1])
                         result['pred_files']['pointmap_ply'] = ply
+                        if 'pointmap_scale' in pred:
+                            scale = osp.join(out_dir, task,
+                                             stem + '_scale.json')
+                            write_json(scale, pred['pointmap_scale'])
+                            result['pred_files']['pointmap_scale'] = scale
+                    elif task == 'matting':  # alpha PNG, RGBA cut-out
+                        result['pred_files'].update(write_matting_files(
+                            osp.join(out_dir, task, stem), pred[task],
+                            opts['alpha_bits']))
                 result['pred_files'][task] = path
         if opts['save_mask']:
             self._foreground(frame, pred, result, stem, out_dir)
         if opts['save_vis'] or opts['return_vis'] or opts['show']:
             vis = self.visualize(frame, pred, opts['draw_bbox'],
-                                 opts['skeleton_style'])
+                                 opts['skeleton_style'],
+                                 opts['background'])
             if opts['save_vis']:
                 for task, img in vis.items():
                     if video:
