@@ -34,7 +34,7 @@ SIZE = (64, 48)
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp('demo_data')
     write_dataset(root, num_train=3, num_val=2, seed=3, size=SIZE,
-                  progress=False)
+                  progress=False, matting=True)
     return root
 
 
@@ -68,6 +68,16 @@ def test_datasets_load_generated_folders_at_the_demo_size(
                 assert ds_sample.gt_instance_labels.keypoint_weights.sum() > 0
             continue
         info = ds.get_data_info(0)
+        if task == 'matting':
+            if split == 'train':  # alpha, image, fg, bg at the input size
+                assert tuple(ds_sample.gt_matting.shape) == SIZE
+                assert ds_sample.gt_matting.data.shape[0] == 10
+            else:  # the alpha file itself, at the rendered size
+                ref = cv2.imread(info['alpha_path'], cv2.IMREAD_UNCHANGED)
+                np.testing.assert_allclose(
+                    ds_sample.gt_alpha.data.numpy()[0], ref / 65535.0,
+                    atol=1e-7)
+            continue
         mask = cv2.imread(info.get('seg_map_path', info.get('mask_path')),
                           cv2.IMREAD_UNCHANGED)
         if task == 'seg':
@@ -134,7 +144,8 @@ def test_each_task_gets_its_own_input_size(data, tmp_path):
     """Pose crops and the dense tasks' whole images are sized separately;
     the rendered images keep their own size."""
     settings = DemoSettings(image_size=SIZE, input_sizes=dict(
-        pose=(96, 64), seg=(32, 48), depth=(48, 32), normal=(64, 48)))
+        pose=(96, 64), seg=(32, 48), depth=(48, 32), normal=(64, 48),
+        matting=(48, 32)))
     for task, (h, w) in settings.input_sizes.items():
         cfg = adapt_config(
             Config.fromfile(str(ROOT / 'configs' / DEMO_TASKS[task].config)),

@@ -4,13 +4,15 @@
 project working on a machine with no downloads and no GPU:
 
 1. render a small synthetic dataset (:mod:`sapiens_mm.datasets.synthetic`)
-   with exact labels for the four tasks;
-2. for pose, body-part segmentation, depth and normals: build the shipped
+   with exact labels for the five tasks (soft-edged people with alpha,
+   foreground and background for matting);
+2. for pose, body-part segmentation, depth, normals and Sapiens2 human
+   matting: build the shipped
    tiny-arch config, point it at the data (:func:`adapt_config`), evaluate
    the untrained model on the held-out split with the task's real metric,
    train it with mmengine's ``Runner`` and evaluate again;
 3. print one table of each metric before and after training;
-4. run :class:`~sapiens_mm.apis.SapiensInferencer` with the four trained
+4. run :class:`~sapiens_mm.apis.SapiensInferencer` with the five trained
    models on held-out images and on a real photograph (scikit-image's
    astronaut) and write the visualisations.
 
@@ -75,7 +77,7 @@ class TaskSpec:
     metrics: Tuple[DemoMetric, ...]
 
 
-#: The four tasks, in the order they train.
+#: The tasks, in the order they train.
 DEMO_TASKS: Dict[str, TaskSpec] = {
     # COCO-17 rather than Goliath-308: the same head and codec, but its
     # targets (17 heatmaps instead of 308) are cheap enough to train for a
@@ -99,6 +101,12 @@ DEMO_TASKS: Dict[str, TaskSpec] = {
         DemoMetric('normal/mean', 'normal mean angle', False, ' deg'),
         DemoMetric('normal/within_30', 'normals within 30 deg', True, ' %'),
     )),
+    'matting': TaskSpec(
+        'sapiens2/matting/sapiens2_tiny_matting_gss_p3m_metasim-256x192.py', (
+            DemoMetric('matting/sad', 'matting SAD (thousands)', False),
+            DemoMetric('matting/mse_unknown', 'matting MSE (unknown band)',
+                       False),
+        )),
 }
 
 
@@ -158,12 +166,13 @@ class DemoSettings:
     num_val: int = 40
     image_size: Tuple[int, int] = (256, 192)
     input_sizes: Dict[str, Tuple[int, int]] = field(default_factory=lambda: dict(
-        pose=(192, 144), seg=(128, 96), depth=(128, 96), normal=(128, 96)))
+        pose=(192, 144), seg=(128, 96), depth=(128, 96), normal=(128, 96),
+        matting=(128, 96)))
     max_people: int = 1
     iters: Dict[str, int] = field(default_factory=lambda: dict(
-        pose=2400, seg=300, depth=300, normal=150))
+        pose=2400, seg=300, depth=300, normal=150, matting=150))
     batch_sizes: Dict[str, int] = field(default_factory=lambda: dict(
-        pose=8, seg=8, depth=8, normal=8))
+        pose=8, seg=8, depth=8, normal=8, matting=8))
     lr: float = 2e-3
     seed: int = 0
     tasks: Sequence[str] = tuple(DEMO_TASKS)
@@ -238,6 +247,13 @@ def adapt_config(cfg: Config, task: str, data_root: str, work_dir: str,
             t for t in cfg.train_dataloader.dataset.pipeline
             if t.type != 'RandomBackground'
         ]
+    if task == 'matting':
+        # the generator's soft-edged people: alpha, foreground, background
+        for split, loader in (('train', cfg.train_dataloader),
+                              ('val', cfg.val_dataloader)):
+            loader.dataset.data_prefix = dict(
+                img_path=f'{split}/images', alpha_path=f'{split}/alphas',
+                fg_path=f'{split}/fgs', bg_path=f'{split}/bgs')
     if task == 'depth' and settings.depth_loss is not None:
         cfg.model.decode_head.loss_decode = dict(type=settings.depth_loss)
     if settings.head_channels is not None:
@@ -385,7 +401,8 @@ def run_demo(settings: DemoSettings,
     write_dataset(data_root, settings.num_train, settings.num_val,
                   seed=settings.seed, size=settings.image_size,
                   max_people=settings.max_people,
-                  num_workers=settings.workers, progress=True)
+                  num_workers=settings.workers, progress=True,
+                  matting='matting' in settings.tasks)
 
     rows, configs = [], {}
     for i, task in enumerate(settings.tasks):
@@ -456,8 +473,8 @@ def run_demo(settings: DemoSettings,
     echo(table)
     for what, path in vis_dirs.items():
         echo(f'visualisations of {what}: {path}/<task>/*.png '
-              '(skeleton overlay, part colours, depth colour map, normal RGB)'
-              ' next to the predictions (.json / .npy)')
+              '(skeleton overlay, part colours, depth colour map, normal RGB,'
+              ' matting composite) next to the predictions (.json / .npy)')
     echo(f'trained checkpoints, configs and logs: {out}/<task>/')
     echo(f'elapsed: {elapsed:.0f} s ({elapsed / 60:.1f} min)')
     (out / 'results.md').write_text(table + '\n')

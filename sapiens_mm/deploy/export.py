@@ -19,6 +19,8 @@ raw head output:
   - Sapiens2 pointmap ``pointmap`` ``(N, 3, H, W)``: metric camera-frame XYZ
     (the canonical pointmap divided by the predicted scale).
   - Sapiens2 albedo ``albedo`` ``(N, 3, H, W)``: RGB, not clamped.
+  - Sapiens2 matting ``matting`` ``(N, 4, H, W)``: pre-multiplied
+    foreground RGB and alpha after the sigmoid, in [0, 1].
 
 The batch dimension is dynamic: one file serves any batch size. What a
 consumer needs to pre- and post-process (task, input size, mean / std,
@@ -65,7 +67,8 @@ OUTPUT_NAMES = dict(pose='heatmaps',
                     depth='depth',
                     normal='normal',
                     pointmap='pointmap',
-                    albedo='albedo')
+                    albedo='albedo',
+                    matting='matting')
 INPUT_NAME = 'images'
 #: 2: the config is stored as data (:func:`~sapiens_mm.deploy.safe_load.
 #: config_to_data`); 1 stored Python text, which is no longer executed.
@@ -88,7 +91,11 @@ _OUTPUT_MEANING = dict(
     'padding, blur (4 x 3x3 Gaussian, sigma 0.8) when upsampling, resize '
     'bilinearly to the image size',
     albedo='RGB albedo (N, 3, H, W); clamp to [0, 1], crop the '
-    'ResizePadImage padding, resize bilinearly to the image size')
+    'ResizePadImage padding, resize bilinearly to the image size',
+    matting='matte (N, 4, H, W) in [0, 1]: channels 0-2 the foreground RGB '
+    'pre-multiplied by alpha, channel 3 alpha (the whole frame was '
+    'stretched to the input size); resize bilinearly to the image size, '
+    'clamp to [0, 1]; composite = foreground + (1 - alpha) * background')
 
 
 def _model_input_size(cfg: Config, task: str) -> Tuple[int, int]:
@@ -110,10 +117,10 @@ class SapiensExportModule(nn.Module):
     Args:
         model: A built pose (``TopdownPoseEstimator``), seg
             (``EncoderDecoder``), depth / normal (``SapiensDenseEstimator``)
-            or Sapiens2 normal / pointmap / albedo
+            or Sapiens2 normal / pointmap / albedo / matting
             (``Sapiens2DenseEstimator``) model.
         task: ``'pose'``, ``'seg'``, ``'depth'``, ``'normal'``,
-            ``'pointmap'`` or ``'albedo'``.
+            ``'pointmap'``, ``'albedo'`` or ``'matting'``.
         mean: Per-channel mean in the model's channel order (RGB when
             ``bgr_to_rgb``), 0-255 scale.
         std: Per-channel standard deviation, same order.
@@ -128,7 +135,7 @@ class SapiensExportModule(nn.Module):
     def __init__(self,
                  model: nn.Module,
                  task: Literal['pose', 'seg', 'depth', 'normal', 'pointmap',
-                               'albedo'],
+                               'albedo', 'matting'],
                  mean: Sequence[float],
                  std: Sequence[float],
                  bgr_to_rgb: bool = True,
