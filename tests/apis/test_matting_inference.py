@@ -202,3 +202,27 @@ def test_cli_writes_matting_and_refuses_wrong_task(matting_ckpt, tmp_path):
         cli([str(img), '--matting', ckpt, '--matting-config', str(cfg_path),
              '--out-dir', str(tmp_path / 'y'), '--background', 'nocolour',
              '--device', 'cpu'])
+
+
+def test_stock_mmseg_front_ends_run_the_matting_model(tmp_path):
+    """mmseg's init_model / inference_model and MMSegInferencer build and
+    run the shipped matting config and return our inferencer's matte at
+    the image size (their visualiser cannot draw it: docs/matting.md)."""
+    from mmseg.apis import MMSegInferencer, inference_model
+    from mmseg.apis import init_model as mmseg_init_model
+    cfg = Config.fromfile(str(MATTING))  # stock front ends: cfg.test_pipeline
+    torch.manual_seed(0)
+    ckpt = str(tmp_path / 'matting.pth')
+    torch.save(dict(state_dict=init_model(cfg).state_dict()), ckpt)
+    img = _image()
+    model = mmseg_init_model(cfg, ckpt, device='cpu')
+    sample = inference_model(model, img)
+    assert tuple(sample.pred_matting.data.shape) == (4, 70, 50)
+    assert torch.equal(sample.pred_alpha.data, sample.pred_matting.data[3:])
+    ours = SapiensInferencer({'matting': (cfg, ckpt)}, device='cpu')
+    [res] = ours(img, show_progress=False)
+    assert np.array_equal(sample.pred_alpha.data[0].numpy(),
+                          res['predictions']['matting'][..., 3])
+    again = MMSegInferencer(cfg, ckpt, device='cpu')(
+        img, return_datasamples=True)
+    assert torch.equal(again.pred_alpha.data, sample.pred_alpha.data)
