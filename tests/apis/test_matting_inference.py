@@ -11,7 +11,7 @@ import torch
 from mmengine.config import Config
 
 from sapiens_mm.apis import DenseInferencer, SapiensInferencer
-from sapiens_mm.apis.infer_cli import cli
+from sapiens_mm.cli.infer import cli
 from sapiens_mm.apis.inference import init_model, set_input_size
 from sapiens_mm.utils.matting import (alpha_to_png, composite,
                                       matting_cutout)

@@ -1,6 +1,6 @@
 """Dense estimator for the Sapiens2 normal, pointmap, albedo and matting
 models."""
-from typing import Dict, Literal, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -119,8 +119,7 @@ class Sapiens2DenseEstimator(SapiensDenseEstimator):
     FLIP_NEGATES = ('normal', 'pointmap')
 
     def __init__(self,
-                 task: Literal['normal', 'pointmap', 'albedo',
-                               'matting'] = 'normal',
+                 task: str = 'normal',
                  **kwargs) -> None:
         super().__init__(task=task, **kwargs)
 
