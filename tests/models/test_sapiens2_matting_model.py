@@ -10,9 +10,8 @@ import torch.nn.functional as F
 from mmengine.config import Config
 
 from sapiens_mm.apis.inference import init_model
-from sapiens_mm.apis.model_zoo import (parse_checkpoint_name,
-                                       recognize_state_dict)
 from sapiens_mm.checkpoint import save_official_checkpoint
+from sapiens_mm.zoo import parse_checkpoint_name, recognize_state_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / ('configs/sapiens2/matting/'
