@@ -11,10 +11,9 @@ import torch
 from mmengine.config import Config
 
 from sapiens_mm.apis import DenseInferencer, SapiensInferencer
-from sapiens_mm.cli.infer import cli
 from sapiens_mm.apis.inference import init_model, set_input_size
-from sapiens_mm.utils.matting import (alpha_to_png, composite,
-                                      matting_cutout)
+from sapiens_mm.cli.infer import cli
+from sapiens_mm.utils.matting import alpha_to_png, composite, matting_cutout
 
 ROOT = Path(__file__).resolve().parents[2]
 MATTING = ROOT / ('configs/sapiens2/matting/'

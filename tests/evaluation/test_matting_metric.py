@@ -4,9 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from sapiens_mm.evaluation.metrics import (MattingMetric, connectivity_error,
-                                           gradient_error, mse_error,
-                                           sad_error, unknown_region)
+from sapiens_mm.evaluation.metrics import (
+    MattingMetric,
+    connectivity_error,
+    gradient_error,
+    mse_error,
+    sad_error,
+    unknown_region,
+)
 
 
 def test_sad_and_mse_closed_form():

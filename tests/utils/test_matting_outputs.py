@@ -6,9 +6,15 @@ import numpy as np
 import pytest
 
 from sapiens_mm.datasets.transforms import read_alpha
-from sapiens_mm.utils.matting import (AlphaStabilizer, alpha_to_png,
-                                      composite, matting_cutout, parse_color,
-                                      save_alpha, unpremultiply)
+from sapiens_mm.utils.matting import (
+    AlphaStabilizer,
+    alpha_to_png,
+    composite,
+    matting_cutout,
+    parse_color,
+    save_alpha,
+    unpremultiply,
+)
 
 
 @pytest.mark.parametrize('bits,step', [(8, 1 / 255), (16, 1 / 65535)])
