@@ -19,9 +19,11 @@ Weights with NaN / inf values are refused by :func:`load_state_dict`.
 pickle) are read with the ``safetensors`` package, recognised by suffix or
 layout.
 
-Importing :mod:`sapiens_mm` registers :func:`load_local` as mmengine's loader
-for local paths, so ``Runner`` resume / ``load_from`` and ``Pretrained``
-init go through the same safe path.
+Importing :mod:`sapiens_mm` registers :func:`load_file` (through
+:mod:`sapiens_mm.zoo.loader`) as mmengine's loader for local paths, so
+``Runner`` resume / ``load_from`` and ``Pretrained`` init go through the
+same safe path. This package only turns files into state dicts: it imports
+nothing from the model zoo, the inference front end or deployment.
 """
 import importlib
 import os
@@ -29,22 +31,26 @@ import os.path as osp
 import pickle
 import re
 from collections import OrderedDict
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
 import torch.nn as nn
 from mmengine.logging import print_log
-from mmengine.runner.checkpoint import CheckpointLoader
 
 from .safetensors_io import is_safetensors_file, load_safetensors
 from .sapiens2_layout import from_official_layout
+from .transformers_layout import (
+    is_transformers_folder,
+    is_transformers_state_dict,
+    load_transformers_checkpoint,
+)
 
 __all__ = [
     'CheckpointTypeError', 'TrustedTypeError', 'add_trusted_types',
     'trusted_types', 'load_file', 'get_state_dict', 'load_state_dict',
     'check_finite', 'non_finite_tensors', 'load_checkpoint',
-    'load_backbone_checkpoint', 'register_mmengine_loader'
+    'load_backbone_checkpoint'
 ]
 
 TRUSTED_TYPES_ENV = 'SAPIENS_MM_TRUSTED_TYPES'
@@ -327,7 +333,10 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
 
     Args:
         path: Local file path: a ``torch.save`` file, or a ``.safetensors``
-            file (read without pickle).
+            file (read without pickle); or a Hugging Face Transformers
+            Sapiens2 checkpoint (a folder with ``config.json`` and
+            ``model.safetensors``, or that file alone), converted to the
+            official layout (see :mod:`.transformers_layout`).
         map_location: As for ``torch.load``. Defaults to ``'cpu'``.
 
     Returns:
@@ -345,10 +354,15 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
         ValueError: A safetensors file that cannot be read.
     """
     path = osp.expanduser(str(path))
+    if is_transformers_folder(path):
+        return load_transformers_checkpoint(path, map_location)
     if not osp.isfile(path):
         raise FileNotFoundError(f'Checkpoint file not found: {path}')
     if is_safetensors_file(path):
-        return load_safetensors(path, map_location)
+        state = load_safetensors(path, map_location)
+        if is_transformers_state_dict(state):
+            return load_transformers_checkpoint(path, map_location, state)
+        return state
     if osp.getsize(path) == 0:
         raise _not_a_checkpoint(path, 'the file is empty')
     allowed = trusted_types()
@@ -369,6 +383,8 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
                 path, detail.group(1).strip() if detail else
                 str(e).splitlines()[0]) from None
         name = found.group(1)
+        if '.' not in name:  # torch names builtins bare ("GLOBAL eval")
+            name = f'builtins.{name}'
         msg = (f'Refused to load checkpoint {path}: it needs the Python '
                f'object `{name}`, which is not in sapiens_mm\'s checkpoint '
                'allowlist (unpickling unknown objects can run arbitrary '
@@ -462,13 +478,20 @@ def load_state_dict(module: nn.Module,
     Non-finite weights are always refused (:func:`check_finite`), with
     ``strict`` or not.
 
+    A ``module`` on the ``meta`` device (built under
+    ``torch.device('meta')``: no memory) checks keys and shapes only: the
+    tensors are assigned to it, not copied, and their values are not
+    checked.
+
     Raises:
         RuntimeError: If any key has the wrong shape (nothing is loaded),
             or, with ``strict``, if any key is missing or unexpected. The
             message lists the missing, unexpected and wrong-shape keys.
         ValueError: A tensor has NaN / inf values (nothing is loaded).
     """
-    check_finite(state_dict, source)
+    skeleton = any(t.is_meta for t in module.parameters())
+    if not skeleton:
+        check_finite(state_dict, source)
     own = module.state_dict()
     mismatched = [
         f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}'
@@ -482,7 +505,8 @@ def load_state_dict(module: nn.Module,
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
     else:
-        result = module.load_state_dict(state_dict, strict=False)
+        result = module.load_state_dict(state_dict, strict=False,
+                                        assign=skeleton)
         missing, unexpected = result.missing_keys, result.unexpected_keys
         if not (missing or unexpected):
             return
@@ -516,13 +540,35 @@ def load_checkpoint(model: nn.Module,
     Returns:
         The loaded checkpoint object (with ``meta`` when the file has one).
     """
+    checkpoint, state = read_checkpoint(path, model, map_location,
+                                        revise_keys)
+    load_state_dict(model, state, strict=strict, source=path)
+    return checkpoint
+
+
+def read_checkpoint(
+    path: str,
+    model: nn.Module,
+    map_location: Any = 'cpu',
+    revise_keys: Optional[List[tuple]] = None
+) -> Tuple[Any, 'OrderedDict[str, torch.Tensor]']:
+    """Read a checkpoint file and its state dict in ``model``'s key layout,
+    without loading it (see :func:`load_checkpoint`).
+
+    ``model`` only decides the key layout (official Sapiens2 names), so a
+    skeleton built on the ``meta`` device serves: with
+    :func:`load_state_dict` it checks the keys and shapes before the real
+    model is allocated.
+
+    Returns:
+        ``(checkpoint object, state dict)``.
+    """
     checkpoint = load_file(path, map_location)
     state = from_official_layout(get_state_dict(checkpoint), model)
     for pattern, repl in revise_keys or []:
         state = OrderedDict(
             (re.sub(pattern, repl, k), v) for k, v in state.items())
-    load_state_dict(model, state, strict=strict, source=path)
-    return checkpoint
+    return checkpoint, state
 
 
 def load_backbone_checkpoint(backbone: nn.Module,
@@ -555,21 +601,3 @@ def load_backbone_checkpoint(backbone: nn.Module,
         state.pop('cls_token')
     load_state_dict(backbone, state, strict=strict, source=path)
     print_log(f'Loaded backbone weights from {path}', logger='current')
-
-
-def load_local(filename: str, map_location: Any = None) -> Any:
-    """mmengine ``CheckpointLoader`` scheme for local files: read safely
-    (:func:`load_file`); an official Sapiens task checkpoint also gets the
-    ``dataset_meta`` it lacks (see
-    :func:`sapiens_mm.zoo.model_zoo.with_official_dataset_meta`)."""
-    loaded = load_file(filename, map_location)
-    # imported here: the model zoo builds on this module
-    from sapiens_mm.zoo.model_zoo import with_official_dataset_meta
-    return with_official_dataset_meta(filename, loaded)
-
-
-def register_mmengine_loader() -> None:
-    """Route mmengine's local-file checkpoint loading through
-    :func:`load_local` (Runner ``resume`` / ``load_from``, ``Pretrained``
-    init, the stock mmpose / mmseg ``init_model`` and inferencers)."""
-    CheckpointLoader.register_scheme(prefixes='', force=True)(load_local)

@@ -28,6 +28,7 @@ from typing import List, Literal, Optional, Sequence, Tuple, Union
 import cv2
 import numpy as np
 import torch
+from mmengine.logging import print_log
 
 __all__ = [
     'PersonDetector', 'OpenCVPersonDetector', 'OpenCVFaceDetector',
@@ -335,7 +336,10 @@ def build_person_detector(
     Args:
         detector: ``'hog'`` or ``'haar'`` (:class:`OpenCVPersonDetector`),
             ``'face'`` (:class:`OpenCVFaceDetector`), ``'none'`` / None (no
-            detector: user boxes or the whole image), or a
+            detector: user boxes or the whole image), a detection model of
+            the registry (``'rtmdet-m'``, the official Sapiens RTMDet-m
+            person detector: an :class:`MMDetPersonDetector` of its shipped
+            config and its downloaded weights), or a
             :class:`PersonDetector`. Ignored when ``det_model`` is given.
         det_model: mmdet config (file or Config); with ``det_weights``,
             takes priority (the names of mmpose's ``Pose2DInferencer``).
@@ -349,6 +353,7 @@ def build_person_detector(
     Raises:
         ValueError: An unknown detector, or ``det_weights`` without
             ``det_model``.
+        HubError: A registry detector could not be downloaded (one line).
     """
     if det_model is not None:
         return MMDetPersonDetector(det_model, det_weights, device,
@@ -364,9 +369,18 @@ def build_person_detector(
         return OpenCVPersonDetector(detector)
     if detector == 'face':
         return OpenCVFaceDetector()
+    # a detector of the model registry ('rtmdet-m'): its shipped mmdet
+    # config and its weights, downloaded once (imported here: the registry
+    # sits above this package)
+    from sapiens_mm.zoo import fetch, lookup_card
+    card = lookup_card(str(detector))
+    if card is not None and card.task == 'detection':
+        return MMDetPersonDetector(str(card.config), fetch(card), device,
+                                   det_cat_ids)
     raise ValueError(f'Unknown detector {detector!r}: use "hog", "haar", '
-                     '"face", "none", a PersonDetector, or det_model / '
-                     'det_weights for an mmdet detector.')
+                     '"face", "none", "rtmdet-m" (the official Sapiens '
+                     'person detector, downloaded), a PersonDetector, or '
+                     'det_model / det_weights for an mmdet detector.')
 
 
 def select_person_boxes(
@@ -379,7 +393,8 @@ def select_person_boxes(
 
     1. ``user_boxes`` when given (N x 4 (x1, y1, x2, y2), or N x 5 with a
        score as the last column): clipped to the image, in the given order,
-       no threshold / NMS (boxes entirely outside the image are dropped).
+       no threshold / NMS (boxes entirely outside the image are dropped,
+       with a warning).
     2. Else the detector's boxes with score >= ``bbox_thr``, after NMS.
     3. Else (no detector or nothing found) the whole image, score 1.
 
@@ -412,6 +427,14 @@ def select_person_boxes(
         boxes[:, 0::2] = np.clip(boxes[:, 0::2], 0, shape[1])
         boxes[:, 1::2] = np.clip(boxes[:, 1::2], 0, shape[0])
         ok = (boxes[:, 2] - boxes[:, 0] >= 1) & (boxes[:, 3] - boxes[:, 1] >= 1)
+        if not ok.all():
+            outside = [arr[i, :4].tolist() for i in np.flatnonzero(~ok)]
+            print_log(
+                f'{len(outside)} of {len(arr)} person box(es) lie outside the '
+                f'{shape[1]}x{shape[0]} image (e.g. {outside[0]}) and are '
+                'dropped' + ('.' if ok.any() else
+                             '; the detector (or the whole image) is used '
+                             'instead.'), logger='current', level=30)
         if ok.any():  # user order kept
             return boxes[ok], scores[ok].astype(np.float32), 'user'
     if detector is not None:
