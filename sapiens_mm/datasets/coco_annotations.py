@@ -43,7 +43,8 @@ WHOLEBODY_KEYPOINT_FIELDS: Dict[str, int] = {
 
 #: Errors mmpose / xtcocotools raise on a malformed annotation file (they
 #: are explained by :func:`explain_annotation_error`).
-ANNOTATION_PARSE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+ANNOTATION_PARSE_ERRORS = (KeyError, TypeError, ValueError, IndexError,
+                           AttributeError)
 
 
 class AnnotationFileError(ValueError):
@@ -195,14 +196,14 @@ def check_coco_keypoint_annotations(
     """Check a parsed COCO keypoint annotation file.
 
     Checked: ``images`` entries (integer unique ``id``; ``file_name`` and
-    positive ``width`` / ``height`` if ``image_files``); ``annotations`` entries (integer unique
-    ``id``, ``image_id`` of an image in the file, ``category_id``; a
-    ``bbox`` of 4 finite numbers with non-negative width and height;
-    ``area`` finite and non-negative; ``iscrowd`` 0 or 1; ``num_keypoints``
-    a non-negative integer; keypoint fields lists of finite numbers of the
-    expected length). Annotations without ``bbox`` or ``keypoints`` are
-    allowed unless ``required`` names them (mmpose's ``CocoDataset`` skips
-    them).
+    positive ``width`` / ``height`` if ``image_files``); ``annotations``
+    entries (integer unique ``id``, ``image_id`` of an image in the file,
+    ``category_id``; a ``bbox`` of 4 finite numbers with non-negative width
+    and height; ``area`` finite and non-negative; ``iscrowd`` 0 or 1;
+    ``num_keypoints`` a non-negative integer; keypoint fields lists of
+    finite numbers of the expected length). Annotations without ``bbox`` or
+    ``keypoints`` are allowed unless ``required`` names them (mmpose's
+    ``CocoDataset`` skips them).
 
     Args:
         data: The parsed JSON.

@@ -1,23 +1,16 @@
 """COCO keypoint annotation files: a malformed entry is refused with the
 file and the entry named, through the dataset classes the shipped pose
 configs build; a valid file loads exactly as with mmpose's classes."""
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 from mmpose.datasets import CocoDataset, CocoWholeBodyDataset
 from mmpose.registry import DATASETS
+from coco_helpers import DATASET_CONFIGS, WHOLEBODY_EXTRA, write_json
 
 from sapiens_mm.datasets import (AnnotationFileError, CheckedCocoDataset,
                                  CheckedCocoWholeBodyDataset, GoliathDataset)
-
-ROOT = Path(__file__).resolve().parents[2]
-BASE = ROOT / 'configs' / '_base_' / 'datasets'
-WHOLEBODY_EXTRA = dict(foot_kpts=6, face_kpts=68, lefthand_kpts=21,
-                       righthand_kpts=21)
 
 
 @pytest.fixture(autouse=True)
@@ -61,12 +54,6 @@ def coco_dict(num_keypoints=17, wholebody=False):
                 categories=[dict(id=1, name='person')])
 
 
-def write(tmp_path, data, name='ann.json'):
-    path = tmp_path / name
-    path.write_text(json.dumps(data))  # NaN / Infinity as Python writes them
-    return str(path)
-
-
 def assert_same(a, b):
     assert type(a) is type(b)
     if isinstance(a, dict):
@@ -91,7 +78,7 @@ def assert_same(a, b):
 @pytest.mark.parametrize('data_mode', ['topdown', 'bottomup'])
 def test_valid_file_loads_exactly_as_mmpose(tmp_path, checked, stock,
                                             wholebody, data_mode):
-    ann = write(tmp_path, coco_dict(wholebody=wholebody))
+    ann = write_json(tmp_path, coco_dict(wholebody=wholebody))
     kwargs = dict(ann_file=ann, data_root='', data_mode=data_mode,
                   pipeline=[], test_mode=True)
     ours, theirs = checked(**kwargs), stock(**kwargs)
@@ -167,7 +154,7 @@ def test_bad_entry_is_named(tmp_path, dataset, num_keypoints, wholebody,
     edit, entry, problem = BAD[case]
     data = coco_dict(num_keypoints, wholebody)
     edit(data)
-    ann = write(tmp_path, data)
+    ann = write_json(tmp_path, data)
     with pytest.raises(AnnotationFileError) as info:
         dataset(ann_file=ann, data_root='', pipeline=[], test_mode=True)
     message = str(info.value)
@@ -179,14 +166,14 @@ def test_bad_entry_is_named(tmp_path, dataset, num_keypoints, wholebody,
 def test_wrong_keypoint_count_and_missing_wholebody_field(tmp_path):
     data = coco_dict(17)
     data['annotations'][1]['keypoints'] = [1, 2, 2]
-    ann = write(tmp_path, data)
+    ann = write_json(tmp_path, data)
     with pytest.raises(AnnotationFileError, match=r'annotations\[1\] \(id 2,'
                        r' image_id 2\): "keypoints" has 3 values; this '
                        'dataset needs 51'):
         CheckedCocoDataset(ann_file=ann, data_root='', pipeline=[])
     data = coco_dict(17, wholebody=True)
     del data['annotations'][1]['face_kpts']
-    ann = write(tmp_path, data, 'wb.json')
+    ann = write_json(tmp_path, data, 'wb.json')
     # mmpose alone: KeyError: 'face_kpts', without file or entry
     with pytest.raises(KeyError):
         CocoWholeBodyDataset(ann_file=ann, data_root='', pipeline=[])
@@ -210,8 +197,8 @@ def test_nan_box_with_detected_boxes(tmp_path):
     file too: a NaN box there is refused as well."""
     data = coco_dict(17)
     data['annotations'][0]['bbox'][0] = float('nan')
-    ann = write(tmp_path, data)
-    dets = write(tmp_path, [dict(image_id=1, category_id=1, score=0.9,
+    ann = write_json(tmp_path, data)
+    dets = write_json(tmp_path, [dict(image_id=1, category_id=1, score=0.9,
                                  bbox=[10, 12, 50, 80])], 'dets.json')
     with pytest.raises(AnnotationFileError,
                        match=r'annotations\[0\] \(id 1, image_id 1\): '
@@ -233,8 +220,8 @@ def test_shipped_configs_refuse_a_nan_box(tmp_path, config, num_keypoints,
     it."""
     data = coco_dict(num_keypoints, wholebody)
     data['annotations'][1]['bbox'][2] = float('nan')
-    ann = write(tmp_path, data)
-    cfg = Config.fromfile(str(BASE / config))
+    ann = write_json(tmp_path, data)
+    cfg = Config.fromfile(str(DATASET_CONFIGS / config))
     for split in ('train_dataloader', 'test_dataloader'):
         dataset = dict(cfg[split].dataset, ann_file=ann, data_root='',
                        bbox_file=None, pipeline=[])

@@ -2,9 +2,6 @@
 negative-size box, or a malformed entry, is refused with the file and
 the entry named, for the metrics the shipped pose configs build; a valid
 file gives the same numbers as mmpose's CocoMetric."""
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 from mmengine.config import Config
@@ -12,14 +9,10 @@ from mmengine.registry import DefaultScope
 from mmpose.datasets.datasets.utils import parse_pose_metainfo
 from mmpose.evaluation.metrics import CocoMetric
 from mmpose.registry import METRICS
+from coco_helpers import DATASET_CONFIGS, WHOLEBODY_EXTRA, write_json
 
 from sapiens_mm.datasets import AnnotationFileError
 from sapiens_mm.evaluation import CheckedCocoMetric
-
-ROOT = Path(__file__).resolve().parents[2]
-BASE = ROOT / 'configs' / '_base_' / 'datasets'
-WHOLEBODY_EXTRA = dict(foot_kpts=6, face_kpts=68, lefthand_kpts=21,
-                       righthand_kpts=21)
 
 
 @pytest.fixture(autouse=True)
@@ -51,12 +44,6 @@ def ground_truth(num_keypoints, wholebody=False, seed=0):
                 categories=[dict(id=1, name='person')])
 
 
-def write(tmp_path, data):
-    path = tmp_path / 'gt.json'
-    path.write_text(json.dumps(data))
-    return str(path)
-
-
 @pytest.mark.parametrize('config,num_keypoints,wholebody', [
     ('pose_coco.py', 17, False),
     ('pose_coco_wholebody.py', 17, True),
@@ -71,8 +58,8 @@ def test_shipped_evaluators_refuse_a_bad_ground_truth_box(
         tmp_path, config, num_keypoints, wholebody, box, problem):
     gt = ground_truth(num_keypoints, wholebody)
     gt['annotations'][2]['bbox'] = box
-    ann_file = write(tmp_path, gt)
-    evaluator = dict(Config.fromfile(str(BASE / config)).val_evaluator,
+    ann_file = write_json(tmp_path, gt, 'gt.json')
+    evaluator = dict(Config.fromfile(str(DATASET_CONFIGS / config)).val_evaluator,
                      ann_file=ann_file)
     with pytest.raises(AnnotationFileError) as info:
         METRICS.build(evaluator)
@@ -84,7 +71,7 @@ def test_shipped_evaluators_refuse_a_bad_ground_truth_box(
 def test_malformed_ground_truth_entries_are_named(tmp_path):
     gt = ground_truth(17)
     del gt['annotations'][1]['image_id']
-    ann_file = write(tmp_path, gt)
+    ann_file = write_json(tmp_path, gt, 'gt.json')
     # xtcocotools alone: KeyError: 'image_id'
     with pytest.raises(KeyError):
         CocoMetric(ann_file=ann_file)
@@ -94,7 +81,7 @@ def test_malformed_ground_truth_entries_are_named(tmp_path):
         CheckedCocoMetric(ann_file=ann_file)
     gt = ground_truth(17)
     gt['annotations'][3]['keypoints'] = gt['annotations'][3]['keypoints'][:6]
-    ann_file = write(tmp_path, gt)
+    ann_file = write_json(tmp_path, gt, 'gt.json')
     with pytest.raises(AnnotationFileError,
                        match=r'annotations\[3\] \(id 4, image_id 2\): '
                        '"keypoints" has 6 values but the first annotation '
@@ -124,7 +111,7 @@ def evaluate(metric, gt, seed=1):
 
 def test_valid_ground_truth_gives_mmpose_numbers(tmp_path):
     gt = ground_truth(17)
-    ann_file = write(tmp_path, gt)
+    ann_file = write_json(tmp_path, gt, 'gt.json')
     ours = evaluate(CheckedCocoMetric(ann_file=ann_file,
                                       outfile_prefix=str(tmp_path / 'a')), gt)
     theirs = evaluate(CocoMetric(ann_file=ann_file,

@@ -5,8 +5,8 @@ from mmpose.evaluation.metrics import CocoMetric, CocoWholeBodyMetric
 from mmpose.registry import METRICS
 
 from sapiens_mm.datasets.coco_annotations import (
-    ANNOTATION_PARSE_ERRORS, WHOLEBODY_KEYPOINT_FIELDS, check_coco_keypoint_annotations,
-    explain_annotation_error)
+    ANNOTATION_PARSE_ERRORS, WHOLEBODY_KEYPOINT_FIELDS,
+    check_coco_keypoint_annotations, explain_annotation_error)
 
 __all__ = [
     'CheckedCocoGroundTruthMixin', 'CheckedCocoMetric',
@@ -18,8 +18,7 @@ class CheckedCocoGroundTruthMixin:
     """Checks the ``ann_file`` of an mmpose COCO metric when it is built.
 
     Put it before the metric class. The ground truth the metric read is
-    checked with
-    :func:`~sapiens_mm.datasets.coco_annotations.check_coco_keypoint_annotations`
+    checked with :func:`~sapiens_mm.datasets.check_coco_keypoint_annotations`
     (a non-finite or negative-size ``bbox`` among others would otherwise be
     used and change AP); if xtcocotools fails on the file, the error names
     the first invalid entry. Without ``ann_file`` the metric uses the
