@@ -24,8 +24,10 @@ from mmpose.datasets import CocoDataset, CocoWholeBodyDataset
 from mmpose.registry import DATASETS
 
 __all__ = [
-    'AnnotationFileError', 'check_coco_keypoint_annotations',
-    'read_annotation_json', 'explain_annotation_error',
+    'AnnotationFileError', 'UnexplainedAnnotationError',
+    'check_coco_keypoint_annotations', 'check_detection_results',
+    'read_annotation_json', 'read_detection_results',
+    'explain_annotation_error',
     'CheckedCocoAnnotationsMixin', 'CheckedCocoDataset',
     'CheckedCocoWholeBodyDataset', 'WHOLEBODY_KEYPOINT_FIELDS',
     'ANNOTATION_PARSE_ERRORS'
@@ -52,8 +54,17 @@ class AnnotationFileError(ValueError):
     named in the message."""
 
 
-def read_annotation_json(ann_file: str) -> Any:
+class UnexplainedAnnotationError(AnnotationFileError):
+    """mmpose failed on an annotation file in which the checks found no
+    invalid entry (the message names the file and mmpose's error)."""
+
+
+def read_annotation_json(ann_file: str, what: str = 'Annotation file') -> Any:
     """Parse ``ann_file`` (a path or mmengine URI) as JSON.
+
+    Args:
+        ann_file: The file.
+        what: What the file is, for the message.
 
     Raises:
         AnnotationFileError: if the file is not UTF-8 JSON.
@@ -65,7 +76,7 @@ def read_annotation_json(ann_file: str) -> Any:
                 return json.load(f)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise AnnotationFileError(
-                f'Annotation file {ann_file} is not valid JSON ({e}); fix or '
+                f'{what} {ann_file} is not valid JSON ({e}); fix or '
                 'regenerate it.') from None
 
 
@@ -82,6 +93,19 @@ def _numbers(values: Any) -> Optional[np.ndarray]:
     if array.ndim != 1 or (array.size and array.dtype.kind not in 'iuf'):
         return None
     return array.astype(np.float64)
+
+
+def _check_box(value: Any) -> Optional[str]:
+    """Problem with a COCO ``bbox`` (x, y, width, height), or None."""
+    box = _numbers(value)
+    if box is None or box.size != 4:
+        return f'"bbox" must be 4 numbers (x, y, width, height), got {value!r}'
+    if not np.isfinite(box).all():
+        return f'"bbox" {value} has a non-finite value'
+    if box[2] < 0 or box[3] < 0:
+        return (f'"bbox" {value} has a negative width or height (the format '
+                'is x, y, width, height)')
+    return None
 
 
 def _check_image(image: Any, index: int, image_files: bool) -> Optional[str]:
@@ -161,15 +185,9 @@ def _check_annotation(ann: Any, image_ids: set,
         if key not in ann:
             return f'"{key}" is missing'
     if 'bbox' in ann:
-        box = _numbers(ann['bbox'])
-        if box is None or box.size != 4:
-            return (f'"bbox" must be 4 numbers (x, y, width, height), got '
-                    f'{ann["bbox"]!r}')
-        if not np.isfinite(box).all():
-            return f'"bbox" {ann["bbox"]} has a non-finite value'
-        if box[2] < 0 or box[3] < 0:
-            return (f'"bbox" {ann["bbox"]} has a negative width or height '
-                    '(the format is x, y, width, height)')
+        problem = _check_box(ann['bbox'])
+        if problem:
+            return problem
     if 'area' in ann:
         area = ann['area']
         if not (_is_number(area) and math.isfinite(area) and area >= 0):
@@ -273,9 +291,68 @@ def explain_annotation_error(ann_file: str, error: Exception,
             read_annotation_json(ann_file), ann_file, **check_kwargs)
     except AnnotationFileError as found:
         return found
-    return AnnotationFileError(
+    return UnexplainedAnnotationError(
         f'{ann_file}: not a usable COCO keypoint file '
         f'({type(error).__name__}: {error})')
+
+
+def check_detection_results(detections: Any,
+                            bbox_file: str,
+                            image_ids: Optional[set] = None) -> None:
+    """Check parsed COCO detection results (a ``bbox_file``): a list of
+    objects with an integer ``image_id`` (one of ``image_ids`` if given), a
+    ``category_id``, a ``bbox`` of 4 finite numbers with non-negative width
+    and height and a finite ``score``.
+
+    Raises:
+        AnnotationFileError: naming the file, the entry and what is wrong.
+    """
+    if not isinstance(detections, list):
+        raise AnnotationFileError(
+            f'{bbox_file}: detection results are a JSON list, got a '
+            f'{type(detections).__name__}')
+    for index, det in enumerate(detections):
+        if not isinstance(det, dict):
+            problem = f'is a {type(det).__name__}, not an object'
+        elif not isinstance(det.get('image_id'), int) or isinstance(
+                det.get('image_id'), bool):
+            problem = ('"image_id" must be an integer, got '
+                       f'{det.get("image_id")!r}')
+        elif image_ids is not None and det['image_id'] not in image_ids:
+            problem = (f'"image_id" {det["image_id"]} is not an image of the '
+                       'annotation file')
+        elif 'category_id' not in det:
+            problem = '"category_id" is missing'
+        elif not (_is_number(det.get('score'))
+                  and math.isfinite(det['score'])):
+            problem = ('"score" must be a finite number, got '
+                       f'{det.get("score")!r}')
+        else:
+            problem = _check_box(det.get('bbox'))
+        if problem:
+            image_id = det.get('image_id') if isinstance(det, dict) else None
+            raise AnnotationFileError(
+                f'{bbox_file}: [{index}] (image_id {image_id!r}): {problem}')
+
+
+def read_detection_results(bbox_file: str) -> list:
+    """Read and check a COCO detection-results file (``bbox_file``).
+
+    Only ``.json`` files are read: mmpose reads ``bbox_file`` with
+    mmengine's ``load``, which would unpickle a ``.pkl`` and run a YAML
+    loader on ``.yaml``.
+
+    Raises:
+        AnnotationFileError: for another suffix, a file that is not JSON or
+            an invalid entry (see :func:`check_detection_results`).
+    """
+    if not str(bbox_file).endswith('.json'):
+        raise AnnotationFileError(
+            f'{bbox_file}: a detection-results file (bbox_file) must be a '
+            '.json file; other formats are not read (they could run code)')
+    detections = read_annotation_json(bbox_file, 'Detection-results file')
+    check_detection_results(detections, bbox_file)
+    return detections
 
 
 class CheckedCocoAnnotationsMixin:
@@ -284,9 +361,12 @@ class CheckedCocoAnnotationsMixin:
     Put it before the dataset class (``class D(CheckedCocoAnnotationsMixin,
     CocoDataset)``). After mmpose has read ``ann_file`` the parsed file is
     checked with :func:`check_coco_keypoint_annotations`; if mmpose fails on
-    it, the error names the first invalid entry. A dataset with no usable
-    person (all annotations crowd, without keypoints or skipped) is refused
-    too, instead of numpy's ``need at least one array to concatenate``.
+    it, the error names the first invalid entry. A ``bbox_file`` (detected
+    boxes) must be ``.json`` and is checked with
+    :func:`check_detection_results` before mmpose reads it. A dataset with
+    no usable person (all annotations crowd, without keypoints or skipped)
+    is refused too, instead of numpy's ``need at least one array to
+    concatenate``.
     """
 
     #: ``required`` of :func:`check_coco_keypoint_annotations`.
@@ -313,7 +393,15 @@ class CheckedCocoAnnotationsMixin:
         return self._checked(super()._load_annotations)
 
     def _load_detection_results(self) -> List[dict]:
-        return self._checked(super()._load_detection_results)
+        detections = read_detection_results(self.bbox_file)
+        try:
+            return self._checked(super()._load_detection_results)
+        except UnexplainedAnnotationError:
+            # the annotation file is valid: a detection's image is not in it
+            images = read_annotation_json(self.ann_file)['images']
+            check_detection_results(detections, self.bbox_file,
+                                    {image['id'] for image in images})
+            raise
 
     def load_data_list(self) -> List[dict]:
         data_list = super().load_data_list()

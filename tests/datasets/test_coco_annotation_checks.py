@@ -207,6 +207,67 @@ def test_nan_box_with_detected_boxes(tmp_path):
                            pipeline=[], test_mode=True)
 
 
+DETECTION = dict(image_id=1, category_id=1, score=0.9, bbox=[10, 12, 50, 80])
+
+
+@pytest.mark.parametrize('edit,problem', [
+    (dict(bbox=[10, 12, float('nan'), 80]), r'"bbox" \[10, 12, nan, 80\] '
+     'has a non-finite value'),
+    (dict(bbox=[10, 12, 50, -80]), r'"bbox" \[10, 12, 50, -80\] has a '
+     'negative width or height'),
+    (dict(score=None), '"score" must be a finite number, got None'),
+    (dict(image_id=9), '"image_id" 9 is not an image of the annotation'),
+])
+def test_bad_detected_box_is_named(tmp_path, edit, problem):
+    """Evaluation on detected boxes (``bbox_file``): mmpose used a NaN
+    detected box, and an unknown image id was a bare KeyError."""
+    ann = write_json(tmp_path, coco_dict(17))
+    dets = write_json(tmp_path, [DETECTION, dict(DETECTION, **edit)],
+                      'dets.json')
+    with pytest.raises(AnnotationFileError,
+                       match=r'dets.json: \[1\] \(image_id \d\): ' + problem):
+        CheckedCocoDataset(ann_file=ann, bbox_file=dets, data_root='',
+                           pipeline=[], test_mode=True)
+
+
+def test_detection_file_other_than_json_is_not_read(tmp_path):
+    """mmpose reads ``bbox_file`` with mmengine's ``load``, which unpickles
+    a ``.pkl``: such a file is refused before it is opened."""
+    import pickle
+    ann = write_json(tmp_path, coco_dict(17))
+    dets = tmp_path / 'dets.pkl'
+    marker = tmp_path / 'marker'
+    dets.write_bytes(pickle.dumps(_Payload(str(marker))))
+    with pytest.raises(AnnotationFileError,
+                       match='dets.pkl: a detection-results file .* must be '
+                       'a .json file'):
+        CheckedCocoDataset(ann_file=ann, bbox_file=str(dets), data_root='',
+                           pipeline=[], test_mode=True)
+    assert not marker.exists()
+
+
+class _Payload:
+    """Unpickling this creates ``path`` (stands in for any code)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, 'w'))
+
+
+def test_valid_detections_load_exactly_as_mmpose(tmp_path):
+    ann = write_json(tmp_path, coco_dict(17))
+    dets = write_json(tmp_path, [DETECTION, dict(DETECTION, image_id=2,
+                                                 score=0.4)], 'dets.json')
+    kwargs = dict(ann_file=ann, bbox_file=dets, data_root='', pipeline=[],
+                  test_mode=True)
+    ours, theirs = CheckedCocoDataset(**kwargs), CocoDataset(**kwargs)
+    assert len(ours) == 2
+    assert_same([ours.get_data_info(i) for i in range(2)],
+                [theirs.get_data_info(i) for i in range(2)])
+
+
 @pytest.mark.parametrize('config,num_keypoints,wholebody', [
     ('pose_coco.py', 17, False),
     ('pose_coco_wholebody.py', 17, True),
