@@ -480,7 +480,10 @@ def test_cli(tmp_path, capsys):
 
 
 #: Every option of the inference CLI (``--debug`` is read by its ``cli()``
-#: wrapper, for tracebacks; the others must reach the inferencer).
+#: wrapper, for tracebacks; ``--launcher``, ``--overwrite``,
+#: ``--coco-results`` and ``--progress-interval`` by the sharded run, see
+#: tests/apis/test_sharded_inference.py; the others must reach the
+#: inferencer).
 CLI_OPTIONS = (
     '--out-dir', '--checkpoints', '--pose', '--pose-config', '--seg',
     '--seg-config', '--depth', '--depth-config', '--normal',
@@ -492,7 +495,8 @@ CLI_OPTIONS = (
     '--d-cutoff', '--stabilize-dense', '--stabilize-alpha', '--kpt-thr',
     '--no-draw-bbox', '--no-save-pred', '--no-save-vis', '--show',
     '--wait-time', '--no-progress', '--skeleton-style', '--export-format',
-    '--save-mask', '--debug',
+    '--save-mask', '--launcher', '--overwrite', '--coco-results',
+    '--progress-interval', '--debug',
 )
 
 

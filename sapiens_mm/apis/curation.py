@@ -20,6 +20,10 @@ defaults for the two thresholds:
   cascade windows (not a probability) and its box the face box, hence its
   own defaults: at least 15 votes and a face at least 64 px wide.
 
+At scale, :func:`curate_images_sharded` splits the folder across the
+processes of a ``torchrun`` / SLURM job (:mod:`sapiens_mm.engine.sharded`)
+and writes the same ``manifest.txt``.
+
 Resuming: every decision is appended to ``decisions.jsonl`` (with the
 detections themselves) as soon as it is made. A second run reads it, runs
 the detector only on images it has not seen, and re-applies the current
@@ -47,7 +51,8 @@ from .inferencers.utils.person_detector import (MMDetPersonDetector,
 
 __all__ = [
     'Detection', 'detect', 'CurationReport', 'curate_images',
-    'MANIFEST_NAME', 'DECISIONS_NAME', 'REPORT_NAME', 'META_NAME'
+    'curate_images_sharded', 'MANIFEST_NAME', 'DECISIONS_NAME',
+    'REPORT_NAME', 'META_NAME'
 ]
 
 MANIFEST_NAME = 'manifest.txt'
@@ -133,6 +138,24 @@ def _is_kept(dets: Sequence[Sequence[float]], score_thr: float,
         min_box_size for d in dets)
 
 
+def _settings(detector: Optional[Callable], score_thr: Optional[float],
+              min_box_size: Optional[float]) -> Tuple[Callable, float, float,
+                                                      dict]:
+    """The detector (default: the OpenCV face detector), the thresholds
+    (default: the detector's) and the detector's description."""
+    detector = detector if detector is not None else OpenCVFaceDetector()
+    if score_thr is None:
+        score_thr = float(getattr(detector, 'default_score_thr',
+                                  MMDetPersonDetector.default_score_thr))
+    if min_box_size is None:
+        min_box_size = float(
+            getattr(detector, 'default_min_box_size',
+                    MMDetPersonDetector.default_min_box_size))
+    desc = detector.describe() if hasattr(detector, 'describe') else dict(
+        name=type(detector).__name__)
+    return detector, score_thr, min_box_size, desc
+
+
 def _read_decisions(path: str) -> Dict[str, dict]:
     decisions: Dict[str, dict] = {}
     if not osp.isfile(path):
@@ -187,20 +210,12 @@ def curate_images(root: str,
         ValueError: ``out_dir`` holds decisions of a different detector
             (use another ``out_dir`` or ``restart=True``).
     """
-    detector = detector if detector is not None else OpenCVFaceDetector()
-    if score_thr is None:
-        score_thr = float(getattr(detector, 'default_score_thr',
-                                  MMDetPersonDetector.default_score_thr))
-    if min_box_size is None:
-        min_box_size = float(
-            getattr(detector, 'default_min_box_size',
-                    MMDetPersonDetector.default_min_box_size))
+    detector, score_thr, min_box_size, desc = _settings(
+        detector, score_thr, min_box_size)
     out_dir = out_dir or osp.join(root, 'curation')
     os.makedirs(out_dir, exist_ok=True)
     dec_path = osp.join(out_dir, DECISIONS_NAME)
     meta_path = osp.join(out_dir, META_NAME)
-    desc = detector.describe() if hasattr(detector, 'describe') else dict(
-        name=type(detector).__name__)
 
     if restart and osp.exists(dec_path):
         os.remove(dec_path)
@@ -271,12 +286,131 @@ def curate_images(root: str,
             kept.append(rel)
         else:
             report.dropped += 1
+    _write_outputs(report, kept, desc, out_dir)
+    return report
+
+
+def _write_outputs(report: CurationReport, kept: Sequence[str], desc: dict,
+                   out_dir: str) -> None:
+    """``manifest.txt`` (the kept paths) and ``report.json``."""
     with open(report.manifest, 'w', encoding='utf-8') as f:
         f.write(f'# sapiens_mm curation manifest: {len(kept)} images kept by '
-                f'{desc.get("name")} (score >= {score_thr}, box >= '
-                f'{min_box_size} px); paths relative to the scanned folder\n')
+                f'{desc.get("name")} (score >= {report.score_thr}, box >= '
+                f'{report.min_box_size} px); paths relative to the scanned '
+                'folder\n')
         f.writelines(p + '\n' for p in kept)
     with open(osp.join(out_dir, REPORT_NAME), 'w', encoding='utf-8') as f:
         json.dump(asdict(report), f, indent=2)
     print_log(report.summary(), logger='current')
+
+
+class _Image:
+    """An image of a sharded curation: ``name`` is its path relative to the
+    root (the key of the shards and manifests)."""
+    kind = 'image'
+
+    def __init__(self, root: str, rel: str) -> None:
+        self.name, self.path = rel, osp.join(root, rel)
+
+
+def _iter_images(root: str, extensions: Sequence[str],
+                 exclude: Sequence[str]):
+    from sapiens_mm.utils.image_io import walk_files
+    for rel_dir, names in walk_files(root, extensions, exclude):
+        for name in names:
+            yield _Image(root, name if rel_dir == '.' else
+                         f'{rel_dir}/{name}')
+
+
+def _decide(detector: Callable, item) -> 'Outcome':
+    from sapiens_mm.engine.sharded import Outcome
+    try:
+        img = read_image(item.path)
+    except UnreadableImageError as e:
+        return Outcome('failed', error=str(e))
+    stored = [[round(v, 2) for v in d.bbox] + [float(d.score)]
+              for d in detect(detector, img)[:MAX_STORED_DETECTIONS]]
+    return Outcome('ok', frames=1, extra=dict(
+        detections=stored, height=int(img.shape[0]),
+        width=int(img.shape[1])))
+
+
+def curate_images_sharded(root: str,
+                          out_dir: Optional[str] = None,
+                          detector: Optional[Callable] = None,
+                          score_thr: Optional[float] = None,
+                          min_box_size: Optional[float] = None,
+                          rank: int = 0,
+                          world_size: int = 1,
+                          restart: bool = False,
+                          extensions: Sequence[str] = IMAGE_EXTENSIONS,
+                          progress_interval: float = 30.0
+                          ) -> Optional[CurationReport]:
+    """:func:`curate_images` split across the processes of a job.
+
+    Each rank walks ``root`` lazily and runs the detector on its share of
+    the images (:class:`~sapiens_mm.engine.sharded.ShardedRun`: a fixed
+    split by path, per-rank manifests, resume, SIGTERM); rank 0 then merges
+    the decisions into ``manifest.jsonl`` (one record per image with its
+    detections) and writes the same ``manifest.txt`` and ``report.json`` as
+    :func:`curate_images` (the kept paths, sorted: held in memory, one
+    string per kept image). As there, the thresholds are applied to the
+    stored detections at the end, so a re-run with other thresholds runs no
+    detector.
+
+    Args:
+        root, out_dir, detector, score_thr, min_box_size, extensions: As
+            :func:`curate_images`.
+        rank: This process's rank.
+        world_size: Number of processes.
+        restart: Detect every image again.
+        progress_interval: Seconds between rank 0's progress lines.
+
+    Returns:
+        The report on rank 0 once every rank is done; None on the other
+        ranks.
+
+    Raises:
+        sapiens_mm.engine.sharded.RunStopped: SIGTERM stopped the run (exit
+            with :data:`~sapiens_mm.engine.sharded.REQUEUE_EXIT_CODE`).
+        ValueError: ``out_dir`` holds decisions of another detector (use
+            another ``out_dir`` or ``restart``).
+    """
+    from sapiens_mm.engine.sharded import (MERGED_NAME, ShardedRun,
+                                           iter_records)
+    detector, score_thr, min_box_size, desc = _settings(
+        detector, score_thr, min_box_size)
+    if not osp.isdir(root):
+        raise FileNotFoundError(
+            f'Image folder not found: {root}. Pass the folder that holds the '
+            'images (it is scanned recursively).')
+    out_dir = out_dir or osp.join(root, 'curation')
+    run = ShardedRun(out_dir, dict(detector=desc, root=osp.abspath(root)),
+                     rank, world_size, overwrite=restart,
+                     progress_interval=progress_interval, what='images')
+    run.start()
+    run.run(_iter_images(root, extensions, [out_dir]),
+            lambda batch: [_decide(detector, item) for item in batch],
+            count=lambda: sum(1 for _ in _iter_images(root, extensions,
+                                                      [out_dir])))
+    summary = run.finish()
+    if summary is None:
+        return None
+    report = CurationReport(
+        score_thr=score_thr, min_box_size=min_box_size, detector=desc,
+        manifest=osp.join(out_dir, MANIFEST_NAME),
+        detected=summary['processed'] + summary['failed'],
+        reused=summary['skipped'])
+    kept = []
+    for rec in iter_records([osp.join(out_dir, MERGED_NAME)]):
+        report.total += 1
+        if rec['status'] != 'ok':
+            report.unreadable += 1
+        elif _is_kept(rec.get('detections', []), score_thr, min_box_size):
+            report.kept += 1
+            kept.append(rec['name'])
+        else:
+            report.dropped += 1
+    kept.sort()
+    _write_outputs(report, kept, desc, out_dir)
     return report

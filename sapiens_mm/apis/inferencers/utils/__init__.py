@@ -8,7 +8,8 @@ from .person_detector import (MMDetPersonDetector, OpenCVFaceDetector,
                               select_person_boxes, whole_image_box)
 from .prefetch import in_background
 from .sources import (Frame, Source, check_array, collect_sources,
-                      count_frames, iter_frames, unique_names)
+                      count_frames, count_sources, is_glob, is_list_file,
+                      iter_frames, iter_sources, unique_names)
 from .writers import VideoWriters, write_json, write_npy, write_png
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     'whole_image_box', 'boxes_per_input', 'check_boxes', 'in_background',
     'Source', 'unique_names',
     'Frame', 'check_array', 'collect_sources', 'iter_frames', 'count_frames',
+    'iter_sources', 'count_sources', 'is_list_file', 'is_glob',
     'VideoWriters', 'write_json', 'write_npy', 'write_png', 'StopRequested',
     'show_images'
 ]
