@@ -10,7 +10,8 @@ Both runs go through the real launch path on a generated set of images
 ``tools/infer.py`` over a list file (``--launcher none``) with ``--procs x
 --threads`` threads, the sharded one ``tools/dist_infer.sh N`` with
 ``--threads`` threads per process, so that both use the same number of
-cores. The figure is the engine's own (``summary.json``): frames over the
+cores; a third run, 1 process with ``--threads`` threads, gives the
+speed-up of N processes over one. The figure is the engine's own (``summary.json``): frames over the
 slowest rank's processing time, without the start-up (imports, model
 build). On CPU both runs use the same cores and the efficiency is
 N-process images/s / 1-process images/s: 1.0 means the processes do as
@@ -128,6 +129,8 @@ def main(argv=None) -> dict:
     p.add_argument('--device', default='cpu', help='cpu or cuda')
     p.add_argument('--json', help='also write the figures to this file')
     args = p.parse_args(argv)
+    if args.procs < 2:
+        p.error('--procs must be 2 or more (it is compared with 1 process)')
     with tempfile.TemporaryDirectory() as tmp:
         listing = make_inputs(tmp, args.num, args.input_size)
         model = make_model(tmp, 'seg', args.model_size, args.input_size)
@@ -139,10 +142,11 @@ def main(argv=None) -> dict:
                         os.environ.get('PYTHONPATH', ''),
                         PYTHON=sys.executable)
         figures = {}
-        for label, procs, threads in (
-                ('1 process', 1, args.procs * args.threads),
-                (f'{args.procs} processes', args.procs, args.threads)):
-            out = os.path.join(tmp, f'out{procs}')
+        for procs, threads in ((1, args.procs * args.threads),
+                               (1, args.threads),
+                               (args.procs, args.threads)):
+            label = f'{procs} process{"es" if procs > 1 else ""} x {threads}'
+            out = os.path.join(tmp, f'out{procs}x{threads}')
             env = dict(base_env, OMP_NUM_THREADS=str(threads),
                        MKL_NUM_THREADS=str(threads))
             if procs == 1:
@@ -155,7 +159,7 @@ def main(argv=None) -> dict:
                     env['PORT'] = str(s.getsockname()[1])
                 cmd = ['bash', os.path.join(ROOT, 'tools', 'dist_infer.sh'),
                        str(procs), listing, '--out-dir', out] + common
-            wall = run(cmd, env, os.path.join(tmp, f'log{procs}.txt'))
+            wall = run(cmd, env, os.path.join(tmp, f'log{procs}x{threads}'))
             with open(os.path.join(out, 'summary.json')) as f:
                 summary = json.load(f)
             figures[label] = dict(
@@ -163,27 +167,30 @@ def main(argv=None) -> dict:
                 images_per_s=summary['images_per_s'],
                 processing_s=summary['seconds'], wall_s=round(wall, 2),
                 ranks=[r['images_per_s'] for r in summary['ranks']])
-    one, many = figures.values()
+    one, one_thread, many = figures.values()
     efficiency = many['images_per_s'] / one['images_per_s']
     if args.device == 'cuda':  # one GPU against N
         efficiency /= args.procs
+    speedup = many['images_per_s'] / one_thread['images_per_s']
     report = dict(cpu=cpu_model(), cores=os.cpu_count(),
                   model_size=args.model_size,
                   size=list(args.input_size), images=args.num,
                   batch_size=args.batch_size, device=args.device,
-                  runs=figures, efficiency=round(efficiency, 3))
+                  runs=figures, efficiency=round(efficiency, 3),
+                  speedup_over_one_process=round(speedup, 3))
     h, w = args.input_size
     print(f'CPU: {report["cpu"]} ({report["cores"]} cores visible); '
           f'sapiens_{args.model_size} seg at {h}x{w}, {args.num} images, '
           f'batch {args.batch_size}, {args.device}')
     for label, f in figures.items():
-        print(f'{label:>12} x {f["threads_per_process"]} thread(s): '
-              f'{f["images_per_s"]:.2f} images/s (processing '
-              f'{f["processing_s"]:.1f} s, wall with start-up '
+        print(f'{label:>16} thread(s): {f["images_per_s"]:.2f} images/s '
+              f'(processing {f["processing_s"]:.1f} s, wall with start-up '
               f'{f["wall_s"]:.1f} s; per rank {f["ranks"]})')
     print(f'efficiency ({args.procs} processes against 1'
           f'{", per GPU" if args.device == "cuda" else ", same cores"}): '
           f'{efficiency:.2f}')
+    print(f'speed-up of {args.procs} processes over 1 process with '
+          f'{args.threads} thread(s): {speedup:.2f}')
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(report, f, indent=1)
