@@ -23,9 +23,9 @@ checkpoint.register_mmengine_loader()
 def get_config(name: str):
     """A shipped config by name, e.g.
     ``sapiens_mm.get_config('sapiens_0.3b-210e_goliath-1024x768')`` (see
-    :func:`sapiens_mm.apis.model_zoo.get_config`)."""
-    from .apis import model_zoo
-    return model_zoo.get_config(name)
+    :func:`sapiens_mm.zoo.get_config`)."""
+    from .zoo import get_config as zoo_get_config
+    return zoo_get_config(name)
 
 
 __all__ = ['__version__', 'get_config']

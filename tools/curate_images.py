@@ -9,12 +9,12 @@ Examples:
     python tools/curate_images.py data/humans
     # mmdet person detector with the paper thresholds (score 0.9, 300 px)
     python tools/curate_images.py data/humans \\
-        --det-config rtmdet_m_640-8xb32_coco-person.py \\
-        --det-checkpoint rtmdet_m_8xb32-100e_coco-obj365-person-235e8209.pth \\
+        --det-model rtmdet_m_640-8xb32_coco-person.py \\
+        --det-weights rtmdet_m_8xb32-100e_coco-obj365-person-235e8209.pth \\
         --device cuda:0
     # split across 8 GPUs (torchrun), resumable, same manifest.txt
     bash tools/dist_infer.sh 8 tools/curate_images.py data/humans \
-        --det-config ... --det-checkpoint ...
+        --det-model ... --det-weights ... --device cuda
 Run it again to continue an interrupted run: decided images are skipped.
 A sharded run (--launcher pytorch / slurm, or a plain run over its
 --out-dir) exits with code 75 when SIGTERM stopped it (requeue to resume).
@@ -24,12 +24,13 @@ import os.path as osp
 import sys
 
 import sapiens_mm  # noqa: F401  (safe checkpoint loading)
-from sapiens_mm.apis.curation import curate_images, curate_images_sharded
-from sapiens_mm.apis.inferencers.utils import build_person_detector
+from sapiens_mm.cli import add_debug_argument, run_cli
+from sapiens_mm.datasets.curation import curate_images
+from sapiens_mm.detection import build_person_detector
 from sapiens_mm.engine.sharded import (LAUNCHERS, MANIFEST_DIR,
                                        REQUEUE_EXIT_CODE, RunStopped,
+                                       curate_images_sharded,
                                        init_distributed, local_device)
-from sapiens_mm.utils import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):
@@ -40,9 +41,11 @@ def parse_args(argv=None):
                         'jpg / jpeg / png / bmp / tif / tiff / webp)')
     parser.add_argument('--out-dir', help='output folder (default: '
                         '<root>/curation)')
-    parser.add_argument('--det-config', help='mmdet detector config; '
-                        'without it the built-in OpenCV face detector runs')
-    parser.add_argument('--det-checkpoint', help='mmdet detector checkpoint')
+    parser.add_argument('--det-model', '--det-config', dest='det_model',
+                        help='mmdet detector config; without it the built-in '
+                        'OpenCV face detector runs')
+    parser.add_argument('--det-weights', '--det-checkpoint',
+                        dest='det_weights', help='mmdet detector checkpoint')
     parser.add_argument('--device', default='cpu',
                         help='device of the mmdet detector (default: cpu)')
     parser.add_argument('--person-label', type=int, default=0,
@@ -74,8 +77,8 @@ def parse_args(argv=None):
                         'lines of a sharded run (default: %(default)s)')
     add_debug_argument(parser)
     args = parser.parse_args(argv)
-    if bool(args.det_config) != bool(args.det_checkpoint):
-        parser.error('give both --det-config and --det-checkpoint (or '
+    if bool(args.det_model) != bool(args.det_weights):
+        parser.error('give both --det-model and --det-weights (or '
                      'neither, for the built-in OpenCV detector)')
     return args
 
@@ -86,8 +89,8 @@ def main(argv=None):
     if args.launcher != 'none' or osp.isfile(
             osp.join(out_dir, MANIFEST_DIR, 'run.json')):
         return main_sharded(args, out_dir)
-    detector = build_person_detector('face', args.det_config,
-                                     args.det_checkpoint, args.device,
+    detector = build_person_detector('face', args.det_model,
+                                     args.det_weights, args.device,
                                      args.person_label)
     report = curate_images(
         args.root, args.out_dir, detector, score_thr=args.score_thr,
@@ -102,8 +105,8 @@ def main_sharded(args, out_dir):
     device = args.device
     if args.launcher != 'none' and device.startswith('cuda'):
         device = local_device()  # one process per GPU
-    detector = build_person_detector('face', args.det_config,
-                                     args.det_checkpoint, device,
+    detector = build_person_detector('face', args.det_model,
+                                     args.det_weights, device,
                                      args.person_label)
     try:
         report = curate_images_sharded(

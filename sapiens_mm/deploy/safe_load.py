@@ -100,8 +100,9 @@ def _registered_types() -> Tuple[FrozenSet[str], FrozenSet[Tuple[str, str]]]:
     children that are installed)."""
     import importlib
 
-    import sapiens_mm  # noqa: F401  (registers sapiens_mm's modules)
     from mmengine import registry as root
+
+    import sapiens_mm  # noqa: F401  (registers sapiens_mm's modules)
     modules = [root]
     for scope in _SCOPES[1:]:
         try:
@@ -176,7 +177,7 @@ def config_from_data(data: Any, source: str = 'exported model'):
     if isinstance(data, str):
         raise UnsafeModelError(
             f'{source} stores its config as Python text (export metadata '
-            'version 1); sapiens_mm no longer executes such text, since a '
+            'version 1); sapiens_mm never executes such text, since a '
             'downloaded file could run any code through it. Re-export the '
             'model with tools/deploy/export.py, or pass your own config for '
             'it (e.g. --<task>-config CFG, or dict(config=..., '

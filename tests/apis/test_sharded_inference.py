@@ -18,41 +18,14 @@ import numpy as np
 import pytest
 import torch
 from cluster_helpers import ROOT, free_port, run_env, tail
-from mmengine.config import Config
+from inference_helpers import image, small_cfg
 from mmengine.registry import DefaultScope
-from tiny_configs import TINY
 
-from sapiens_mm.apis.infer_cli import main
+from sapiens_mm.cli.infer import main
 from sapiens_mm.engine.sharded import REQUEUE_EXIT_CODE
 
 #: Files of a run that are not per-input outputs.
 RUN_FILES = ('manifests', 'manifest.jsonl', 'summary.json')
-
-
-def small_cfg(task, hw=(64, 48)):
-    """The tiny config of ``task`` at an (H, W) = ``hw`` input."""
-    cfg = Config.fromfile(str(TINY[task]))
-    h, w = hw
-    cfg.model.backbone.img_size = (h, w)
-    pipeline = cfg.test_dataloader.dataset.pipeline
-    if task == 'pose':
-        cfg.model.head.decoder = dict(type='UDPHeatmap', input_size=(w, h),
-                                      heatmap_size=(w // 4, h // 4), sigma=2)
-        for step in pipeline:
-            if step['type'] == 'TopdownAffine':
-                step['input_size'] = (w, h)
-    else:
-        cfg.model.data_preprocessor.size = (h, w)
-        for step in pipeline:
-            if step['type'] == 'Resize':
-                step['scale'] = (w, h)
-    return cfg
-
-
-def _image(h, w, seed):
-    rng = np.random.default_rng(seed)
-    return cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), np.uint8), (5, 5),
-                            0)
 
 
 @pytest.fixture(scope='module')
@@ -67,12 +40,12 @@ def setup(tmp_path_factory):
              '000000000139.jpg'] + [f'more/p{i}.png' for i in range(8)]
     for i, f in enumerate(files):
         (data / f).parent.mkdir(parents=True, exist_ok=True)
-        cv2.imwrite(str(data / f), _image(40 + 2 * i, 30 + i, i))
+        cv2.imwrite(str(data / f), image(40 + 2 * i, 30 + i, i))
     (data / 'bad.jpg').write_bytes(b'\xff\xd8\xff not a jpeg')
     video = cv2.VideoWriter(str(data / 'clip.mp4'),
                             cv2.VideoWriter_fourcc(*'mp4v'), 10, (48, 36))
     for i in range(4):
-        video.write(_image(36, 48, 100 + i))
+        video.write(image(36, 48, 100 + i))
     video.release()
     entries = files + ['bad.jpg', 'clip.mp4', 'missing.jpg']
     (data / 'inputs.txt').write_text('# test inputs\n' + '\n'.join(entries))
@@ -289,7 +262,7 @@ def test_coco_results_evaluate_with_pycocotools(setup, tmp_path):
            'sub/000000000632.jpg': 632}
     for i, f in enumerate(ids):
         (data / f).parent.mkdir(parents=True, exist_ok=True)
-        cv2.imwrite(str(data / f), _image(48, 40, 200 + i))
+        cv2.imwrite(str(data / f), image(48, 40, 200 + i))
     (data / 'val.txt').write_text('\n'.join(ids))
     out, results = tmp_path / 'out', tmp_path / 'results.json'
     main([str(data / 'val.txt'), '--out-dir', str(out), '--coco-results',

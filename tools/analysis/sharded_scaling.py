@@ -77,7 +77,7 @@ def make_model(folder: str, task: str, model_size: str, size) -> list:
     from mmengine.registry import DefaultScope
 
     import sapiens_mm  # noqa: F401  (registers the models)
-    from sapiens_mm.apis.model_zoo import shipped_config
+    from sapiens_mm.zoo import shipped_config
     cfg = Config.fromfile(str(shipped_config(task, model_size)))
     h, w = size
     cfg.model.backbone.img_size = (h, w)

@@ -13,7 +13,7 @@
 """
 from .base_task_inferencer import BaseTaskInferencer
 from .dense_inferencer import DENSE_TASKS, DenseInferencer
-from .model_spec import ResolvedModel, resolve_model, resolve_models
+from .model_spec import ResolvedModel, resolve_model, resolve_models, task_of_checkpoint
 from .pose_inferencer import PoseInferencer
 from .sapiens_inferencer import SapiensInferencer
 from .sharded import infer_sharded, write_coco_keypoint_results
@@ -21,5 +21,6 @@ from .sharded import infer_sharded, write_coco_keypoint_results
 __all__ = [
     'BaseTaskInferencer', 'DenseInferencer', 'PoseInferencer',
     'SapiensInferencer', 'DENSE_TASKS', 'ResolvedModel', 'resolve_model',
-    'resolve_models', 'infer_sharded', 'write_coco_keypoint_results'
+    'resolve_models', 'task_of_checkpoint', 'infer_sharded',
+    'write_coco_keypoint_results'
 ]

@@ -15,12 +15,23 @@ from typing import Dict, Mapping, Optional, Sequence, Union
 from mmengine.config import Config
 
 from sapiens_mm.checkpoint import get_state_dict, load_file
+from sapiens_mm.deploy.metadata import read_metadata
+from sapiens_mm.deploy.runtime import is_exported_model
+from sapiens_mm.deploy.safe_load import config_from_data
+from sapiens_mm.tasks import TASKS, task_of_config
+from sapiens_mm.zoo import (
+    SapiensModelInfo,
+    parse_checkpoint_name,
+    recognize_checkpoint,
+    recognize_state_dict,
+)
 
-from ..inference import TASK_SCOPES, load_config, task_of_config
-from ..model_zoo import (SapiensModelInfo, parse_checkpoint_name,
-                         recognize_state_dict)
+from ..inference import load_config
 
-__all__ = ['ModelSpec', 'ResolvedModel', 'resolve_model', 'resolve_models']
+__all__ = [
+    'ModelSpec', 'ResolvedModel', 'resolve_model', 'resolve_models',
+    'task_of_checkpoint'
+]
 
 ModelSpec = Union[str, Path, Config, dict, tuple]
 _EXAMPLE = 'sapiens_0.3b_goliath_best_goliath_AP_573.pth'
@@ -52,14 +63,28 @@ class ResolvedModel:
 
 
 def _check_task(task: Optional[str], where: str) -> None:
-    if task is not None and task not in TASK_SCOPES:
+    if task is not None and task not in TASKS:
         raise ValueError(f'Unknown task {task!r} in {where}; use one of '
-                         f'{", ".join(TASK_SCOPES)}.')
+                         f'{", ".join(TASKS)}.')
+
+
+def task_of_checkpoint(path: Union[str, Path]) -> str:
+    """The task of a checkpoint file: an exported model's metadata, else the
+    model zoo's recognition (official name, then weights).
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: An exported file without valid metadata.
+        UnrecognizedCheckpointError: The task cannot be told.
+    """
+    path = str(path)
+    if is_exported_model(path):
+        return read_metadata(path)['task']
+    return recognize_checkpoint(path).task
 
 
 def _resolve_exported(checkpoint: str, config,
                       task_hint: Optional[str]) -> ResolvedModel:
-    from sapiens_mm.deploy import config_from_data, read_metadata
     meta = read_metadata(checkpoint)
     # data only: a stored config is never executed
     cfg = config_from_data(meta.get('config'), checkpoint) if config is None \
@@ -113,7 +138,6 @@ def resolve_model(spec: ModelSpec,
         checkpoint = osp.expanduser(str(checkpoint))
         if not osp.isfile(checkpoint):
             raise FileNotFoundError(f'Checkpoint not found: {checkpoint}')
-        from sapiens_mm.deploy.runtime import is_exported_model
         if is_exported_model(checkpoint):
             return _resolve_exported(checkpoint, config, task_hint)
     state_dict = info = None
@@ -151,10 +175,10 @@ def resolve_models(
     """
     if tasks is not None:
         tasks = (tasks, ) if isinstance(tasks, str) else tuple(tasks)
-        bad = [t for t in tasks if t not in TASK_SCOPES]
+        bad = [t for t in tasks if t not in TASKS]
         if bad:
             raise ValueError(f'Unknown task(s) {bad}; choose from '
-                             "'pose', 'seg', 'depth', 'normal'.")
+                             f'{", ".join(TASKS)}.')
     if isinstance(models, Mapping) and not (set(models) & {'config',
                                                            'checkpoint'}):
         items = list(models.items())

@@ -45,6 +45,7 @@ from mmengine.dist import broadcast_object_list, get_dist_info
 from mmengine.logging import print_log
 
 from sapiens_mm.engine.fileio import atomic_write
+from sapiens_mm.engine.runner_cfg import init_cpu_distributed
 
 from .manifest import (MANIFEST_DIR, MERGED_NAME, RUN_NAME, SUMMARY_NAME,
                        DoneIndex, ManifestWriter, manifest_files,
@@ -101,7 +102,7 @@ def init_distributed(launcher: str,
                      timeout_s: int = 1800) -> Tuple[int, int]:
     """Join the job's process group, as training does: ``nccl`` through
     mmengine's ``init_dist`` with CUDA, ``gloo`` without
-    (:func:`sapiens_mm.apis.runner_cfg.init_cpu_distributed`); rank and
+    (:func:`sapiens_mm.engine.runner_cfg.init_cpu_distributed`); rank and
     world size from ``torchrun`` (``pytorch``) or SLURM (``slurm``).
 
     Args:
@@ -122,7 +123,6 @@ def init_distributed(launcher: str,
             from mmengine.dist import init_dist
             init_dist(launcher, backend='nccl', timeout=timeout_s)
         else:
-            from sapiens_mm.apis.runner_cfg import init_cpu_distributed
             init_cpu_distributed(
                 dict(launcher=launcher,
                      env_cfg=dict(dist_cfg=dict(backend='gloo',
