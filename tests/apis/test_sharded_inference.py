@@ -161,6 +161,7 @@ def test_reference_run(setup):
     assert again['failed'] == 2  # bad inputs are retried
 
 
+@pytest.mark.slow
 def test_two_processes_write_what_one_writes(setup, tmp_path):
     out, log = tmp_path / 'two', tmp_path / 'two.log'
     proc = _launch(setup, out, 2, '--progress-interval', '0.3', log=log)
@@ -179,6 +180,7 @@ def test_two_processes_write_what_one_writes(setup, tmp_path):
     assert 'Sapiens inference' not in text
 
 
+@pytest.mark.slow
 def test_killed_rank_then_resume_with_one_process(setup, tmp_path):
     out, log = tmp_path / 'kill', tmp_path / 'kill.log'
     proc = _launch(setup, out, 2, log=log)
@@ -207,6 +209,7 @@ def test_killed_rank_then_resume_with_one_process(setup, tmp_path):
     assert [p.name for p in (out / 'manifests').glob('*.jsonl')] == []
 
 
+@pytest.mark.slow
 def test_sigterm_flushes_and_asks_for_a_requeue(setup, tmp_path):
     out, log = tmp_path / 'term', tmp_path / 'term.log'
     cmd = [sys.executable, '-m', 'sapiens_mm',

@@ -237,6 +237,7 @@ def test_cli(photo_dir, decided, tmp_path, capsys):
     assert 'people/astronaut_small.jpg' in kept
 
 
+@pytest.mark.slow
 def test_two_processes_keep_what_one_process_keeps(photo_dir, decided,
                                                   tmp_path):
     """tools/dist_infer.sh runs the curation tool on 2 processes (gloo):
