@@ -169,6 +169,13 @@ def _iter_lines(paths: List[str]) -> Iterator[Tuple[str, Optional[dict]]]:
                 yield line, record
 
 
+def _raw_lines(paths: List[str]) -> Iterator[str]:
+    """Every line of the files, as :func:`_iter_lines` reads them."""
+    for path in paths:
+        with open(path, encoding='utf-8', errors='replace') as f:
+            yield from f
+
+
 def _outputs_exist(out_dir: str, record: dict) -> bool:
     return all(
         osp.exists(osp.join(out_dir, o)) for o in record.get('outputs', ()))
@@ -242,10 +249,7 @@ def merge_manifests(out_dir: str) -> Dict[str, int]:
     with atomic_path(merged) as tmp:
         with open(tmp, 'w', encoding='utf-8') as out:
             i = 0  # record index
-            lines = (line for path in files
-                     for line in open(path, encoding='utf-8',
-                                      errors='replace'))
-            for is_record, line in zip(valid, lines):
+            for is_record, line in zip(valid, _raw_lines(files)):
                 if is_record:
                     if keep[i]:
                         out.write(line if line.endswith('\n') else
