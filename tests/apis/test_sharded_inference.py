@@ -211,31 +211,30 @@ def test_killed_rank_then_resume_with_one_process(setup, tmp_path):
 
 @pytest.mark.slow
 def test_sigterm_flushes_and_asks_for_a_requeue(setup, tmp_path):
+    """SIGTERM to the launcher (as SLURM sends it): every rank stops after
+    its batch with complete manifests and the launcher exits with the
+    requeue code; the resumed run completes."""
     out, log = tmp_path / 'term', tmp_path / 'term.log'
-    cmd = [sys.executable, '-m', 'sapiens_mm',
-           str(setup['data'] / 'inputs.txt'), '--out-dir', str(out),
-           *setup['args']]
-    proc = subprocess.Popen(cmd, env=run_env(setup['tmp']),
-                            stdout=open(log, 'w'), stderr=subprocess.STDOUT,
-                            cwd=str(ROOT))
+    proc = _launch(setup, out, 2, log=log)
     _wait_for_record(out, 0, proc, log)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)  # the launcher script
     assert _wait(proc, log) == REQUEUE_EXIT_CODE, tail(log)
-    (manifest, ) = (out / 'manifests').glob('*.rank00000.jsonl')
-    records = [json.loads(line) for line in  # every line complete
-               manifest.read_text().splitlines()]
-    assert 1 <= len([r for r in records if r['status'] == 'ok']) < 15
-    for r in records:
-        for o in r['outputs']:
-            assert (out / o).is_file()
+    ok = 0
+    for manifest in (out / 'manifests').glob('*.rank*.jsonl'):
+        for line in manifest.read_text().splitlines():  # complete lines
+            record = json.loads(line)
+            ok += record['status'] == 'ok'
+            for o in record['outputs']:
+                assert (out / o).is_file()
+    assert 1 <= ok < 15
     assert not (out / 'summary.json').exists()
-    progress = json.loads(
-        (out / 'manifests' / 'progress.rank00000.json').read_text())
-    assert progress['stopped'] and not progress['finished']
+    for rank in (0, 1):
+        progress = json.loads((out / 'manifests' /
+                               f'progress.rank{rank:05d}.json').read_text())
+        assert progress['stopped'] and not progress['finished']
     summary = main([str(setup['data'] / 'inputs.txt'), '--out-dir',
                     str(out)] + setup['args'])
-    assert summary['skipped'] == len([r for r in records
-                                      if r['status'] == 'ok'])
+    assert summary['skipped'] == ok
     ref = _outputs(setup['ref'])
     resumed = _outputs(out)
     assert sorted(resumed) == sorted(ref)

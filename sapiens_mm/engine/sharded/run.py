@@ -190,6 +190,8 @@ class ShardedRun:
         self._in_flight: List[str] = []
         self._last: Optional[str] = None
         self._progress_written = 0.0
+        self._previous_sigterm = None
+        self._sigterm_installed = False
         self._started = time.monotonic()
 
     # ------------------------------------------------------------ start
@@ -212,6 +214,11 @@ class ShardedRun:
         if state[1]:
             raise ValueError(state[1])
         self.run_id = state[0]
+        # From now on SIGTERM stops the run cleanly (see finish()).
+        if threading.current_thread() is threading.main_thread():
+            self._previous_sigterm = signal.signal(signal.SIGTERM,
+                                                   self._on_sigterm)
+            self._sigterm_installed = True
         if not self.overwrite:
             rank, world = self.rank, self.world_size
             self._done = DoneIndex(self.out_dir,
@@ -269,9 +276,6 @@ class ShardedRun:
         """
         writer = ManifestWriter(
             rank_manifest_path(self.out_dir, self.run_id, self.rank))
-        previous = None
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         reporter = _Reporter(self, count) if (
             self.rank == 0 and self.progress_interval > 0) else None
         self._started = time.monotonic()
@@ -303,17 +307,24 @@ class ShardedRun:
                     batch = []
             if not self.stop_requested:
                 self._process(writer, process, batch)
+        except BaseException:
+            self._restore_sigterm()
+            raise
         finally:
             writer.close()
             if reporter is not None:
                 reporter.stop()
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
             self.counters.seconds = time.monotonic() - self._started
             self._write_progress(force=True)
 
     def _on_sigterm(self, signum, frame) -> None:
         self.stop_requested = True
+
+    def _restore_sigterm(self) -> None:
+        if self._sigterm_installed:
+            signal.signal(signal.SIGTERM,
+                          self._previous_sigterm or signal.SIG_DFL)
+            self._sigterm_installed = False
 
     def _process(self, writer: ManifestWriter, process, batch: List[Item]
                  ) -> None:
@@ -389,21 +400,18 @@ class ShardedRun:
             RunStopped: SIGTERM stopped the run (exit with
                 :data:`REQUEUE_EXIT_CODE`).
         """
+        if self.rank != 0 or self.stop_requested:
+            self._restore_sigterm()
         if self.stop_requested:
             raise RunStopped(f'rank {self.rank} stopped by SIGTERM')
         self.counters.seconds = time.monotonic() - self._started
         self._write_progress(force=True, finished=True)
         if self.rank != 0:
             return None
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGTERM, self._on_sigterm)
-        else:
-            previous = None
         try:
             ranks = self._wait_for_ranks(poll_s)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            self._restore_sigterm()
         if ranks is None:
             raise RunStopped(f'rank {self.rank} stopped by SIGTERM')
         counts = merge_manifests(self.out_dir)
