@@ -44,11 +44,13 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'every input fails exits with an error. --export-format adds '
             'OUT_DIR/pose_<format>/<name>.json, --save-mask OUT_DIR/mask/.'
             '\n\n'
-            'At scale (a list file or glob input, --launcher pytorch / slurm, '
-            '--coco-results, --overwrite, or an --out-dir holding such a run): '
+            'At scale (a list file or glob input, --launcher pytorch / '
+            'slurm, --coco-results, --overwrite, or an --out-dir holding such '
+            'a run): '
             'the inputs are streamed and split across the processes; each '
             'input is recorded in OUT_DIR/manifests/ as soon as its files are '
-            'written, then in OUT_DIR/manifest.jsonl (merged) and '
+            'written, then in OUT_DIR/manifest.jsonl (merged; instead of '
+            'outputs.json) and '
             'OUT_DIR/summary.json; running the same command again resumes '
             '(with any number of processes). SIGTERM stops after the current '
             'batch with exit code 75 (requeue to resume). Launchers: '
@@ -164,7 +166,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     o.add_argument('--wait-time', type=int, default=1,
                    help='ms to wait per shown frame (default: %(default)s)')
     o.add_argument('--no-progress', action='store_true',
-                   help='no progress bar')
+                   help='no progress bar (a sharded run: no progress '
+                   'lines)')
     o.add_argument('--skeleton-style', choices=('mmpose', 'openpose'),
                    default='mmpose',
                    help='pose drawing: over the image in the layout\'s '

@@ -11,13 +11,14 @@ Both runs go through the real launch path on a generated set of images
 --threads`` threads, the sharded one ``tools/dist_infer.sh N`` with
 ``--threads`` threads per process, so that both use the same number of
 cores; a third run, 1 process with ``--threads`` threads, gives the
-speed-up of N processes over one. The figure is the engine's own (``summary.json``): frames over the
-slowest rank's processing time, without the start-up (imports, model
-build). On CPU both runs use the same cores and the efficiency is
-N-process images/s / 1-process images/s: 1.0 means the processes do as
-well as the threads they replace, above 1.0 that they use the cores better
-(no synchronisation inside small operators), below 1.0 that the ranks
-contend (memory bandwidth, stragglers). With ``--device cuda`` the single
+speed-up of N processes over one. The figure is the engine's own
+(``summary.json``): frames over the slowest rank's processing time,
+without the start-up (imports, model build). On CPU both runs use the
+same cores and the efficiency is N-process images/s / 1-process
+images/s: 1.0 means the processes do as well as the threads they replace,
+above 1.0 that they use the cores better (no synchronisation inside small
+operators), below 1.0 that the ranks contend (memory bandwidth,
+stragglers). With ``--device cuda`` the single
 process has one GPU and the N processes N GPUs: the efficiency is
 N-process images/s / (N x 1-process images/s).
 
