@@ -163,9 +163,9 @@ def write_coco_keypoint_results(out_dir: str, path: str) -> int:
                     keypoints=inst['keypoints'],
                     score=float(inst['bbox_score']) * float(inst['score']))))
                 n += 1
+        if n == 0:  # nothing is written under ``path``
+            raise ValueError(
+                f'No pose result in {out_dir}: --coco-results needs a pose '
+                'model and the pose .json files (no --no-save-pred).')
         out.write('\n]\n')
-    if n == 0:
-        raise ValueError(f'No pose result in {out_dir}: --coco-results needs '
-                         'a pose model and the pose .json files (no '
-                         '--no-save-pred).')
     return n
