@@ -295,3 +295,42 @@ def test_coco_results_evaluate_with_pycocotools(setup, tmp_path):
     ev.accumulate()
     ev.summarize()
     assert ev.stats[0] == pytest.approx(1.0)  # AP: right images, keypoints
+
+
+def test_streamed_names_are_the_single_run_names(tmp_path):
+    """iter_sources names a folder's images as collect_sources (the
+    single-process run) does, without listing them all; a glob and a list
+    file over the same tree give the same names (plus the videos); a list
+    entry outside the list's folder is named by its absolute path, never
+    with '..'."""
+    from sapiens_mm.apis.inferencers.utils import (collect_sources,
+                                                   count_sources,
+                                                   iter_sources)
+    root = tmp_path / 'tree'
+    files = ['x.jpg', 'x.png', 'x_1.png', 'a/x.jpg', 'a/x.PNG', 'a.b/y.jpg',
+             'a/c/z.webp', 'b/x.jpg']
+    for f in files:
+        (root / f).parent.mkdir(parents=True, exist_ok=True)
+        (root / f).write_bytes(b'not decoded here')
+    (root / 'a' / 'clip.mp4').write_bytes(b'video')
+    single = {s.path: s.name for s in collect_sources(str(root))}
+    streamed = {s.path: s.name for s in iter_sources([str(root)])}
+    assert streamed == single
+    assert single[str(root / 'x.png')] == 'x_2'  # x_1.png keeps x_1
+    # sorted by file name: x.PNG (upper case first) keeps a/x
+    assert single[str(root / 'a' / 'x.jpg')] == 'a/x_1'
+    assert count_sources([str(root)]) == len(files)
+    by_glob = {os.path.normpath(s.path): s.name
+               for s in iter_sources([str(root / '**' / '*')])}
+    assert by_glob == dict(single, **{str(root / 'a' / 'clip.mp4'): 'a/clip'})
+    outside = tmp_path / 'elsewhere' / 'w.jpg'
+    outside.parent.mkdir()
+    outside.write_bytes(b'w')
+    listing = root / 'list.txt'
+    listing.write_text('\n'.join(files[::-1] + ['../elsewhere/w.jpg']))
+    by_list = {os.path.normpath(s.path): s.name
+               for s in iter_sources([str(listing)])}
+    assert by_list == dict(
+        single, **{str(outside): str(outside.with_suffix(''))[1:]})
+    with pytest.raises(ValueError, match='one folder, list file or glob'):
+        list(iter_sources([str(root), str(outside)]))
