@@ -82,6 +82,12 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
         m.add_argument(f'--{task}-config', metavar='CFG', default=None,
                        help=f'{task} config (default: the shipped config of '
                        f'the recognised --{task} checkpoint)')
+    m.add_argument('--trust-pt2', action='store_true',
+                   help='trust the .pt2 models given (record their SHA-256 '
+                   'in the trust store) although they were not exported '
+                   'on this machine. A .pt2 graph is a program that runs '
+                   'with your rights: only for files you vouch for; prefer '
+                   '.onnx for models from elsewhere (docs/security.md)')
     m.add_argument('--tasks', nargs='+', choices=CLI_TASKS, default=None,
                    help='run only these of the given models\' tasks')
     r = p.add_argument_group('runtime')
@@ -262,6 +268,20 @@ def is_sharded(args: argparse.Namespace) -> bool:
             or osp.isfile(osp.join(args.out_dir, MANIFEST_DIR, 'run.json')))
 
 
+def _models(args: argparse.Namespace) -> dict:
+    """:func:`models_from_args`, and ``--trust-pt2`` recorded for them."""
+    models = models_from_args(args)
+    if args.trust_pt2:
+        pt2 = [spec['checkpoint'] for spec in models.values()
+               if str(spec['checkpoint'] or '').lower().endswith('.pt2')]
+        if not pt2:
+            raise ValueError('--trust-pt2 was given, but no .pt2 model.')
+        from sapiens_mm.deploy import trust_exported_program
+        for path in pt2:
+            trust_exported_program(path)
+    return models
+
+
 def _build_inferencer(args: argparse.Namespace, models: dict,
                       device: Optional[str]):
     from sapiens_mm.apis.inferencers import SapiensInferencer
@@ -306,7 +326,7 @@ def main(argv: Optional[Sequence[str]] = None,
         return main_sharded(args)
     from mmengine.logging import print_log
     bboxes = _load_bboxes(args.bboxes)
-    models = models_from_args(args)
+    models = _models(args)
     if not (args.no_save_pred and args.no_save_vis):
         # before any model is built or run
         from sapiens_mm.engine.fileio import ensure_writable_dir
@@ -398,7 +418,7 @@ def main_sharded(args: argparse.Namespace) -> Optional[dict]:
         raise ValueError('In a sharded run --bboxes gives the boxes of every '
                          'input: [[x1, y1, x2, y2], ...], not one list per '
                          'input.')
-    models = models_from_args(args)
+    models = _models(args)
     ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
     rank, world_size = init_distributed(args.launcher)
     device = args.device

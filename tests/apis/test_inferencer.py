@@ -189,7 +189,7 @@ def test_unreadable_image_in_folder_is_skipped(inferencer, tmp_path):
     assert [r['name'] for r in results] == ['a', 'sub/c']
     assert inferencer.skipped == [
         (str(folder / 'b.jpg'),
-         'not a readable image (OpenCV could not decode the file)')]
+         'not a readable image (unknown or corrupt image header)')]
     assert (tmp_path / 'out/seg/sub/c.npy').is_file()
 
 
@@ -410,8 +410,10 @@ def test_cli(tmp_path, capsys):
 
 
 #: Every option of the inference CLI (``--debug`` is read by its ``cli()``
-#: wrapper, for tracebacks; ``--launcher``, ``--overwrite``,
-#: ``--coco-results`` and ``--progress-interval`` by the sharded run, see
+#: wrapper, for tracebacks, ``--trust-pt2`` records .pt2 models in the trust
+#: store before they are built: tests/deploy/test_pt2_trust.py;
+#: ``--launcher``, ``--overwrite``, ``--coco-results`` and
+#: ``--progress-interval`` are read by the sharded run, see
 #: tests/apis/test_sharded_inference.py; the others must reach the
 #: inferencer).
 CLI_OPTIONS = (
@@ -426,8 +428,8 @@ CLI_OPTIONS = (
     '--d-cutoff', '--stabilize-dense', '--stabilize-alpha', '--kpt-thr',
     '--no-draw-bbox', '--no-save-pred', '--no-save-vis', '--show',
     '--wait-time', '--no-progress', '--skeleton-style', '--export-format',
-    '--save-mask', '--launcher', '--overwrite', '--coco-results',
-    '--progress-interval', '--debug',
+    '--save-mask', '--debug', '--trust-pt2', '--launcher', '--overwrite',
+    '--coco-results', '--progress-interval',
 )
 
 
