@@ -26,7 +26,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--checkpoints', nargs='*', default=[], metavar='PATH',
                    help='checkpoint files or folders (official Sapiens '
-                   'checkpoints, exported .onnx / .pt2)')
+                   'checkpoints, exported .onnx / .pt2), or released model '
+                   'names (sapiens2-pose-0.4b; downloaded when first '
+                   'chosen)')
     p.add_argument('--device', default=None,
                    help='cpu, cuda or cuda:N (default: cuda if available)')
     p.add_argument('--host', default='127.0.0.1',
