@@ -6,11 +6,15 @@ to an argument of the inferencer (constructor or call).
 import argparse
 import json
 import os.path as osp
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
+from sapiens_mm.engine.sharded import LAUNCHERS, MANIFEST_DIR
 from sapiens_mm.tasks import CLI_TASKS
 
-__all__ = ['build_parser', 'models_from_args', 'main', 'cli']
+__all__ = [
+    'build_parser', 'models_from_args', 'is_sharded', 'main', 'main_sharded',
+    'cli'
+]
 
 def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     """The argument parser of the inference CLI."""
@@ -51,6 +55,18 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'every input fails exits with an error. --export-format adds '
             'OUT_DIR/pose_<format>/<name>.json, --save-mask OUT_DIR/mask/.'
             '\n\n'
+            'At scale (a list file or glob input, --launcher pytorch / '
+            'slurm, --coco-results, --overwrite, or an --out-dir holding such '
+            'a run): '
+            'the inputs are streamed and split across the processes; each '
+            'input is recorded in OUT_DIR/manifests/ as soon as its files are '
+            'written, then in OUT_DIR/manifest.jsonl (merged; instead of '
+            'outputs.json) and '
+            'OUT_DIR/summary.json; running the same command again resumes '
+            '(with any number of processes). SIGTERM stops after the current '
+            'batch with exit code 75 (requeue to resume). Launchers: '
+            'tools/dist_infer.sh, tools/slurm_infer.sh; see docs/scale.md.'
+            '\n\n'
             'Example:\n  python -m sapiens_mm photo.jpg --pose '
             'sapiens2-pose-0.4b --seg sapiens2-seg-0.4b --detector rtmdet-m'
             '\n  python tools/infer.py photo.jpg --checkpoints '
@@ -61,8 +77,10 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'sapiens2_0.4b_pointmap.safetensors --out-dir outputs'))
     p.add_argument(
         'inputs', nargs='+',
-        help='image, video or folder paths, or a webcam index (0, webcam, '
-        'webcam:1)')
+        help='image, video or folder paths, a webcam index (0, webcam, '
+        'webcam:1), a list file (.txt / .lst: one path per line, relative '
+        'to the list\'s folder; .jsonl: {"path": ...} per line) or a '
+        'quoted glob ("data/**/*.jpg")')
     p.add_argument('--out-dir', default='outputs',
                    help='output folder (default: %(default)s)')
     m = p.add_argument_group('models')
@@ -179,7 +197,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     o.add_argument('--wait-time', type=int, default=1,
                    help='ms to wait per shown frame (default: %(default)s)')
     o.add_argument('--no-progress', action='store_true',
-                   help='no progress bar')
+                   help='no progress bar (a sharded run: no progress '
+                   'lines)')
     o.add_argument('--skeleton-style', choices=('mmpose', 'openpose'),
                    default='mmpose',
                    help='pose drawing: over the image in the layout\'s '
@@ -208,6 +227,24 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='write the person foreground from seg: OUT_DIR/mask/'
                    '<name>.png (soft mask), <name>_rgba.png (cut-out) and '
                    '<name>_person<i>.png per pose box')
+    c = p.add_argument_group('at scale (sharded, resumable runs)')
+    c.add_argument('--launcher', choices=LAUNCHERS, default='none',
+                   help='how the processes were started: none (one '
+                   'process), pytorch (torchrun, tools/dist_infer.sh) or '
+                   'slurm (srun, tools/slurm_infer.sh) (default: '
+                   '%(default)s)')
+    c.add_argument('--overwrite', action='store_true',
+                   help='redo every input of a sharded run (by default a '
+                   'run over the same --out-dir skips the inputs already '
+                   'done)')
+    c.add_argument('--coco-results', metavar='FILE', default=None,
+                   help='at the end, write the COCO keypoint results of '
+                   'all images (COCO-17 layout; for pycocotools\' loadRes '
+                   'and COCOeval)')
+    c.add_argument('--progress-interval', type=float, default=30.0,
+                   metavar='S', help='seconds between the one-line progress '
+                   'summaries of a sharded run, 0 for none (default: '
+                   '%(default)s)')
     from sapiens_mm.cli import add_debug_argument
     add_debug_argument(p)
     return p
@@ -258,23 +295,19 @@ def _load_bboxes(text: Optional[str]):
                          ) from None
 
 
-def main(argv: Optional[Sequence[str]] = None,
-         prog: Optional[str] = None) -> List[dict]:
-    """Parse ``argv``, run the inferencer, report what was written.
+def is_sharded(args: argparse.Namespace) -> bool:
+    """Whether the parsed command runs sharded (:func:`main_sharded`): a
+    list file or glob input, a launcher, ``--coco-results``,
+    ``--overwrite``, or an ``--out-dir`` that holds a sharded run."""
+    from sapiens_mm.apis.inferencers.utils import is_glob, is_list_file
+    return (args.launcher != 'none' or args.coco_results is not None
+            or args.overwrite
+            or any(is_list_file(x) or is_glob(x) for x in args.inputs)
+            or osp.isfile(osp.join(args.out_dir, MANIFEST_DIR, 'run.json')))
 
-    Returns:
-        The per-frame results without their arrays (``input``, ``name``,
-        ``frame_index``, ``pred_files``, ``vis_files``, ``nonfinite``), also
-        written to ``OUT_DIR/outputs.json``.
 
-    Raises:
-        RuntimeError: No input could be processed (each was skipped).
-    """
-    args = build_parser(prog).parse_args(argv)
-    from mmengine.logging import print_log
-
-    from sapiens_mm.apis.inferencers import SapiensInferencer
-    bboxes = _load_bboxes(args.bboxes)
+def _models(args: argparse.Namespace) -> dict:
+    """:func:`models_from_args`, and ``--trust-pt2`` recorded for them."""
     models = models_from_args(args)
     if args.trust_pt2:
         pt2 = [spec['checkpoint'] for spec in models.values()
@@ -284,14 +317,16 @@ def main(argv: Optional[Sequence[str]] = None,
         from sapiens_mm.deploy import trust_exported_program
         for path in pt2:
             trust_exported_program(path)
-    if not (args.no_save_pred and args.no_save_vis):
-        # before any model is built or run
-        from sapiens_mm.engine.fileio import ensure_writable_dir
-        ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
-    inferencer = SapiensInferencer(
+    return models
+
+
+def _build_inferencer(args: argparse.Namespace, models: dict,
+                      device: Optional[str]):
+    from sapiens_mm.apis.inferencers import SapiensInferencer
+    return SapiensInferencer(
         models=models,
         tasks=args.tasks,
-        device=args.device,
+        device=device,
         batch_size=args.batch_size,
         dtype=args.dtype,
         compile=args.compile,
@@ -312,6 +347,32 @@ def main(argv: Optional[Sequence[str]] = None,
         mask_with=args.mask_with,
         stabilize_matting=args.stabilize_matting,
         stabilize_pointmap_scale=args.stabilize_pointmap_scale)
+
+
+def main(argv: Optional[Sequence[str]] = None,
+         prog: Optional[str] = None) -> Union[List[dict], dict, None]:
+    """Parse ``argv``, run the inferencer, report what was written.
+
+    Returns:
+        The per-frame results without their arrays (``input``, ``name``,
+        ``frame_index``, ``pred_files``, ``vis_files``, ``nonfinite``), also
+        written to ``OUT_DIR/outputs.json``; for a sharded run
+        (:func:`is_sharded`), what :func:`main_sharded` returns.
+
+    Raises:
+        RuntimeError: No input could be processed (each was skipped).
+    """
+    args = build_parser(prog).parse_args(argv)
+    if is_sharded(args):
+        return main_sharded(args)
+    from mmengine.logging import print_log
+    bboxes = _load_bboxes(args.bboxes)
+    models = _models(args)
+    if not (args.no_save_pred and args.no_save_vis):
+        # before any model is built or run
+        from sapiens_mm.engine.fileio import ensure_writable_dir
+        ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
+    inferencer = _build_inferencer(args, models, args.device)
     inputs = [int(x) if x.isdigit() and not osp.exists(x) else x
               for x in args.inputs]
     summary = []
@@ -358,6 +419,94 @@ def main(argv: Optional[Sequence[str]] = None,
             f'skipped{": " + reasons if reasons else ""}'
             f'{"; ..." if len(inferencer.skipped) > 3 else ""}).')
     return summary
+
+
+def main_sharded(args: argparse.Namespace) -> Optional[dict]:
+    """The sharded, resumable run of a parsed command
+    (:func:`~sapiens_mm.apis.inferencers.infer_sharded`): this process's
+    share of the inputs, then on rank 0 the merged manifest, the summary
+    and ``--coco-results``.
+
+    Returns:
+        The summary (``summary.json``) on rank 0, None on the other ranks.
+
+    Raises:
+        SystemExit: With :data:`~sapiens_mm.engine.sharded.REQUEUE_EXIT_CODE`
+            when SIGTERM stopped the run (the manifests are flushed; run the
+            same command again to resume).
+        ValueError: An option a sharded run cannot take, or an ``--out-dir``
+            holding a run with other options (without ``--overwrite``).
+    """
+    from mmengine.logging import print_log
+
+    from sapiens_mm.engine.fileio import ensure_writable_dir
+    from sapiens_mm.engine.sharded import (REQUEUE_EXIT_CODE, RunStopped,
+                                           init_distributed, local_device)
+
+    from sapiens_mm.apis.inferencers import (infer_sharded,
+                                             write_coco_keypoint_results)
+    if args.show:
+        raise ValueError('--show is for one process; a sharded run writes '
+                         'its outputs to --out-dir.')
+    if args.no_save_pred and args.no_save_vis:
+        raise ValueError('A sharded run writes its outputs to --out-dir: '
+                         'drop --no-save-pred or --no-save-vis.')
+    if args.coco_results and args.no_save_pred:
+        raise ValueError('--coco-results is made from the pose .json files: '
+                         'drop --no-save-pred.')
+    bboxes = _load_bboxes(args.bboxes)
+    if bboxes is not None and len(bboxes) and isinstance(
+            bboxes[0], (list, tuple)) and bboxes[0] and isinstance(
+                bboxes[0][0], (list, tuple)):
+        raise ValueError('In a sharded run --bboxes gives the boxes of every '
+                         'input: [[x1, y1, x2, y2], ...], not one list per '
+                         'input.')
+    models = _models(args)
+    ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
+    rank, world_size = init_distributed(args.launcher)
+    device = args.device
+    if args.launcher != 'none' and device in (None, 'cuda'):
+        device = local_device()  # one process per GPU
+    inferencer = _build_inferencer(args, models, device)
+    stream_kwargs = dict(
+        bboxes=bboxes, no_save_pred=args.no_save_pred,
+        no_save_vis=args.no_save_vis, draw_bbox=not args.no_draw_bbox,
+        max_frames=args.max_frames, skeleton_style=args.skeleton_style,
+        export_formats=args.export_format, save_mask=args.save_mask,
+        background=args.background, alpha_bits=args.alpha_bits)
+    # What decides the output files: a resumed run must use the same.
+    options = dict(
+        models={t: models[t] for t in sorted(models)},
+        tasks=list(inferencer.tasks), dtype=args.dtype,
+        detector=[args.detector, args.det_model, args.det_weights,
+                  args.det_cat_ids, args.bbox_thr, args.nms_thr],
+        kpt_thr=args.kpt_thr, track=[not args.no_track, not args.no_smooth,
+                                     args.det_interval, args.min_cutoff,
+                                     args.beta, args.d_cutoff],
+        stabilize=[args.stabilize_dense, args.stabilize_alpha,
+                   args.stabilize_matting, args.stabilize_pointmap_scale],
+        mask_with=args.mask_with,
+        **{k: v for k, v in stream_kwargs.items()})
+    try:
+        summary = infer_sharded(inferencer, args.inputs, args.out_dir,
+                                options, rank, world_size, args.overwrite,
+                                0 if args.no_progress else
+                                args.progress_interval, **stream_kwargs)
+        if summary is not None and args.coco_results:
+            n = write_coco_keypoint_results(args.out_dir, args.coco_results)
+            print_log(f'{args.coco_results}: {n} COCO keypoint results.',
+                      logger='current')
+        return summary
+    except RunStopped:
+        print_log(f'Rank {rank} stopped by SIGTERM; its manifest is flushed. '
+                  f'Exit code {REQUEUE_EXIT_CODE}: run the same command '
+                  'again (or requeue the job) to resume.', logger='current',
+                  level=30)
+        raise SystemExit(REQUEUE_EXIT_CODE) from None
+    finally:
+        import torch.distributed as dist
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def cli(argv: Optional[Sequence[str]] = None,

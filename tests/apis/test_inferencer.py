@@ -411,8 +411,11 @@ def test_cli(tmp_path, capsys):
 
 #: Every option of the inference CLI (``--debug`` is read by its ``cli()``
 #: wrapper, for tracebacks, ``--trust-pt2`` records .pt2 models in the trust
-#: store before they are built: tests/deploy/test_pt2_trust.py; the others
-#: must reach the inferencer).
+#: store before they are built: tests/deploy/test_pt2_trust.py;
+#: ``--launcher``, ``--overwrite``, ``--coco-results`` and
+#: ``--progress-interval`` are read by the sharded run, see
+#: tests/apis/test_sharded_inference.py; the others must reach the
+#: inferencer).
 CLI_OPTIONS = (
     '--out-dir', '--checkpoints', '--pose', '--pose-config', '--seg',
     '--seg-config', '--depth', '--depth-config', '--normal',
@@ -427,7 +430,8 @@ CLI_OPTIONS = (
     '--wait-time', '--no-progress', '--skeleton-style', '--export-format',
     '--save-mask', '--debug', '--trust-pt2', '--matting', '--matting-config',
     '--stabilize-matting', '--stabilize-pointmap-scale', '--mask-with',
-    '--background', '--alpha-bits',
+    '--background', '--alpha-bits', '--launcher', '--overwrite',
+    '--coco-results', '--progress-interval',
 )
 
 
