@@ -111,7 +111,8 @@ def test_outputs_and_files(inferencer, tmp_path):
     assert (record['height'], record['width']) == (h, w)
     assert len(record['keypoint_names']) == 308
     (inst, ) = record['instances']
-    assert inst['bbox'] == [0, 0, w, h]  # COCO xywh
+    assert inst['bbox'] == [0, 0, w, h]  # x1, y1, x2, y2 of the image
+    assert record['bbox_format'] == 'xyxy'
     assert inst['skeleton'] == 'goliath'
     kpts = np.array(inst['keypoints']).reshape(308, 3)  # COCO x, y, score
     np.testing.assert_allclose(kpts[:, :2], pose['keypoints'][0], rtol=1e-6)
@@ -122,11 +123,12 @@ def test_outputs_and_files(inferencer, tmp_path):
         vis = cv2.imread(path)
         np.testing.assert_array_equal(vis, res['visualization'][task])
         assert vis.shape[0] == h
-        # seg has a legend panel on the right, the others are image-sized
-        assert vis.shape[1] > w if task == 'seg' else vis.shape[1] == w
+        # seg, depth and normals have their key on the right, pose is
+        # image-sized
+        assert vis.shape[1] == w if task == 'pose' else vis.shape[1] > w
     # background is black in the depth / normal drawings
-    assert (res['visualization']['depth'][~fg] == 0).all()
-    assert (res['visualization']['normal'][~fg] == 0).all()
+    assert (res['visualization']['depth'][:, :w][~fg] == 0).all()
+    assert (res['visualization']['normal'][:, :w][~fg] == 0).all()
 
 
 def peaked_heatmaps(hm_h=16, hm_w=12, k=308, sigma=1.5):
@@ -492,7 +494,7 @@ CLI_OPTIONS = (
     '--d-cutoff', '--stabilize-dense', '--stabilize-alpha', '--kpt-thr',
     '--no-draw-bbox', '--no-save-pred', '--no-save-vis', '--show',
     '--wait-time', '--no-progress', '--skeleton-style', '--export-format',
-    '--save-mask', '--debug',
+    '--save-mask', '--debug', '--no-whole-image-fallback', '--verbose',
 )
 
 
@@ -520,6 +522,9 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
                        vis_files={}, nonfinite={})
 
     monkeypatch.setattr(inferencers, 'SapiensInferencer', Recorder)
+    # --show: as on a machine with a display
+    monkeypatch.setattr(inferencers.utils.display, 'display_problem',
+                        lambda: None)
     boxes = tmp_path / 'boxes.json'
     boxes.write_text('[[1, 2, 30, 40, 0.9]]')
     out = tmp_path / 'out'
@@ -539,7 +544,8 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         '--stabilize-alpha', '0.75', '--kpt-thr', '0.7', '--no-draw-bbox',
         '--no-save-pred', '--no-save-vis', '--show', '--wait-time', '9',
         '--no-progress', '--skeleton-style', 'openpose', '--export-format',
-        'coco17', 'openpose', '--save-mask', '--debug'
+        'coco17', 'openpose', '--save-mask', '--debug',
+        '--no-whole-image-fallback', '--verbose'
     ])
     assert calls['init'] == dict(
         models=dict(
@@ -557,7 +563,8 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         det_checkpoint='det.pth', det_cat_id=2, bbox_thr=0.5, nms_thr=0.6,
         kpt_thr=0.7, track=False, smooth=False, det_interval=3,
         tracker_cfg=dict(min_cutoff=1.5, beta=0.25, d_cutoff=2.5),
-        stabilize_dense=True, stabilize_alpha=0.75)
+        stabilize_dense=True, stabilize_alpha=0.75,
+        whole_image_fallback=False)
     inputs, kwargs = calls['stream']
     assert inputs == ['a.jpg', 3]  # a digit that is no file: a webcam
     assert kwargs == dict(out_dir=str(out), bboxes=[[1, 2, 30, 40, 0.9]],
@@ -575,7 +582,8 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         bbox_thr=0.3, nms_thr=0.3, kpt_thr=0.3, track=True, smooth=True,
         det_interval=1, tracker_cfg=dict(min_cutoff=4.0, beta=4.0,
                                          d_cutoff=1.0),
-        stabilize_dense=False, stabilize_alpha=0.5)
+        stabilize_dense=False, stabilize_alpha=0.5,
+        whole_image_fallback=True)
     assert calls['stream'] == (['b.png'], dict(
         out_dir=str(out), bboxes=None, no_save_pred=False,
         no_save_vis=False, show=False, wait_time=1, draw_bbox=True,

@@ -16,6 +16,8 @@ import pytest
 from cluster_helpers import free_port
 from PIL import Image
 
+from sapiens_mm.visualization.legend import panel_width
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
 CHROMEDRIVER = shutil.which('chromedriver')
@@ -134,11 +136,23 @@ def test_astronaut(server, browser, tmp_path):
     with urllib.request.urlopen(src, timeout=30) as r:
         overlays = cv2.imdecode(np.frombuffer(r.read(), np.uint8),
                                 cv2.IMREAD_COLOR)
-    # input, pose and depth panels side by side (512 + 28 px title bars)
-    assert overlays.shape[0] == 540 and overlays.shape[1] == 3 * 512 + 2 * 8
-    depth_panel = overlays[28:, 2 * (512 + 8):]
+    # the results span the page's width, shown near their own size (the
+    # keys' text stays readable)
+    img = browser.find_element(By.CSS_SELECTOR, '#overlays img')
+    page_w = browser.execute_script('return document.body.clientWidth')
+    assert img.size['width'] >= 0.8 * page_w, (img.size, page_w)
+    natural = browser.execute_script('return arguments[0].naturalWidth', img)
+    assert img.size['width'] >= 0.7 * natural, (img.size, natural)
+    # input and pose in the first row, depth (with its colour bar) in the
+    # second (512 + 28 px title bars, rows 8 px apart)
+    bar = panel_width(512)  # the depth panel is 512 px high already
+    assert overlays.shape[0] == 2 * 540 + 8
+    assert overlays.shape[1] == max(2 * 512 + 8, 512 + bar)
+    depth_panel = overlays[540 + 8 + 28:, :512]
     assert depth_panel.std() > 5  # a colour map, not a blank panel
-    pose_panel = overlays[28:, 512 + 8:2 * 512 + 8].astype(int)
+    key = overlays[540 + 8 + 28:, 512:512 + bar]
+    assert key.std() > 5 and not np.array_equal(key, depth_panel[:, :bar])
+    pose_panel = overlays[28:540, 512 + 8:2 * 512 + 8].astype(int)
     inp = cv2.resize(data.astronaut()[..., ::-1], (512, 512)).astype(int)
     assert np.abs(pose_panel - inp).mean() < 40  # the photo under the pose
     # downloads: the input, the pose JSON + PNG, the depth .npy + PNG
@@ -196,8 +210,11 @@ def test_webcam_snapshot_and_checkpoints(tmp_path):
     overlays, files, status = demo.run(None, rgb, ['depth'],
                                        {'depth': ckpt.name})
     assert status == 'Ran depth on webcam (40x60); 3 file(s) to download.'
-    # input and depth panels, 512 px high plus the title bar
-    assert overlays.shape == (540, 2 * round(40 * 512 / 60) + 8, 3)
+    # input and depth panels in one row, 512 px high plus the title bar;
+    # the depth panel with its colour bar
+    assert overlays.shape == (
+        540, round(40 * 512 / 60) + 8 + round(
+            (40 + panel_width(60)) * 512 / 60), 3)
     assert sorted(Path(f).name for f in files) == [
         'depth_webcam.npy', 'depth_webcam.png', 'input_webcam.png']
     # the snapshot is RGB: the saved input is its BGR version

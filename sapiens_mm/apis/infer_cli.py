@@ -4,8 +4,10 @@ Used by ``tools/infer.py`` and ``python -m sapiens_mm``. Every option maps
 to an argument of the inferencer (constructor or call).
 """
 import argparse
+import contextlib
 import json
 import os.path as osp
+import warnings
 from typing import List, Optional, Sequence
 
 from sapiens_mm.apis.inference import TASKS
@@ -32,7 +34,11 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'a config alone runs random weights). An exported .onnx / .pt2 '
             'file (tools/deploy/export.py) works as a checkpoint: its task '
             'and config are read from the file; it runs in fp32.\n\n'
-            'Outputs in OUT_DIR/<task>/: <name>.json (pose, COCO-style), '
+            'Boxes are x1, y1, x2, y2 in pixels everywhere: --bboxes takes '
+            'them so and the pose JSON writes them so (its bbox_format: '
+            'xyxy).\n\n'
+            'Outputs in OUT_DIR/<task>/: <name>.json (pose, COCO-like, '
+            'boxes xyxy), '
             '<name>.npy (seg labels, depth, normals at the input resolution; '
             'depth/normals are NaN outside the person when seg runs) and '
             '<name>.png; Sapiens2 pointmaps also <name>.npy (H, W, 3) metric '
@@ -85,11 +91,12 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     r.add_argument('--max-frames', type=int, default=None,
                    help='read at most this many frames of each video / '
                    'webcam')
-    d = p.add_argument_group('person boxes (pose)')
+    d = p.add_argument_group('person boxes (pose; x1, y1, x2, y2 pixels)')
     d.add_argument('--detector', choices=('hog', 'haar', 'none'),
                    default='hog', help='built-in OpenCV person detector, '
                    'used when --det-config is not given (default: '
-                   '%(default)s); with no detection the whole image is used')
+                   '%(default)s); when it finds no one the whole image is '
+                   'used (see --no-whole-image-fallback)')
     d.add_argument('--det-config', default=None,
                    help='mmdet detector config (e.g. the official RTMDet-m '
                    'person detector)')
@@ -102,6 +109,10 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='detector score threshold (default: %(default)s)')
     d.add_argument('--nms-thr', type=float, default=0.3,
                    help='box NMS IoU threshold (default: %(default)s)')
+    d.add_argument('--no-whole-image-fallback', action='store_true',
+                   help='when the detector finds no one in an image, give '
+                   'it no pose (by default pose runs on the whole image as '
+                   'one person, said once per run)')
     d.add_argument('--bboxes', default=None,
                    help='person boxes used for every input instead of the '
                    'detector: a JSON file or string with [[x1, y1, x2, y2'
@@ -117,7 +128,10 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     v.add_argument('--det-interval', type=int, default=1, metavar='N',
                    help='run the person detector every N frames; between '
                    'them the boxes come from the previous frame\'s '
-                   'keypoints (default: %(default)s)')
+                   'keypoints, at least a quarter of the size of each '
+                   'person\'s '
+                   'last detected box (the detector runs when one '
+                   'degenerates; default: %(default)s)')
     v.add_argument('--min-cutoff', type=float, default=4.0,
                    help='One-Euro cutoff at rest, Hz; lower smooths more '
                    '(default: %(default)s)')
@@ -167,6 +181,10 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    '<name>_person<i>.png per pose box')
     from sapiens_mm.utils import add_debug_argument
     add_debug_argument(p)
+    p.add_argument('--verbose', action='store_true',
+                   help='also show the warnings of the OpenMMLab packages '
+                   '(deprecations and notes that do not concern the run; '
+                   'hidden by default)')
     return p
 
 
@@ -176,9 +194,7 @@ def models_from_args(args: argparse.Namespace) -> dict:
     Raises:
         ValueError: No model, or two models for one task.
     """
-    from sapiens_mm.deploy.runtime import is_exported_model
-
-    from .model_zoo import recognize_checkpoint
+    from .inferencers.model_spec import task_of_checkpoint
     models = {}
     for task in _TASKS:
         ckpt = getattr(args, task)
@@ -186,20 +202,24 @@ def models_from_args(args: argparse.Namespace) -> dict:
         if ckpt is not None or cfg is not None:
             models[task] = dict(config=cfg, checkpoint=ckpt)
     for ckpt in args.checkpoints:
-        if is_exported_model(ckpt):
-            from sapiens_mm.deploy import read_metadata
-            task = read_metadata(ckpt)['task']
-        else:
-            task = recognize_checkpoint(ckpt).task
+        task = task_of_checkpoint(ckpt)
         if task in models:
+            given = models[task]['checkpoint'] or models[task]['config']
             raise ValueError(f'Two {task} models given ({ckpt} and '
-                             f'{models[task]}); keep one.')
+                             f'{given}); keep one.')
         models[task] = dict(config=None, checkpoint=ckpt)
     if not models:
         raise ValueError('No model given: use --checkpoints CKPT [CKPT ...] '
                          'or --pose/--seg/--depth/--normal/--pointmap/'
                          '--albedo CKPT (and/or '
                          '--<task>-config CFG).')
+    missing = [t for t in (args.tasks or ()) if t not in models]
+    if missing:
+        flags = ' / '.join(f'--{t} CKPT' for t in missing)
+        raise ValueError(
+            f'--tasks {" ".join(args.tasks)} asks for {", ".join(missing)} '
+            f'but no {" / ".join(missing)} model was given: add {flags} '
+            '(or the file to --checkpoints), or drop it from --tasks.')
     return models
 
 
@@ -221,29 +241,10 @@ def _load_bboxes(text: Optional[str]):
                          ) from None
 
 
-def main(argv: Optional[Sequence[str]] = None,
-         prog: Optional[str] = None) -> List[dict]:
-    """Parse ``argv``, run the inferencer, report what was written.
-
-    Returns:
-        The per-frame results without their arrays (``input``, ``name``,
-        ``frame_index``, ``pred_files``, ``vis_files``, ``nonfinite``), also
-        written to ``OUT_DIR/outputs.json``.
-
-    Raises:
-        RuntimeError: No input could be processed (each was skipped).
-    """
-    args = build_parser(prog).parse_args(argv)
-    from mmengine.logging import print_log
-
+def _build_inferencer(args: argparse.Namespace, models: dict):
+    """The inferencer of the parsed options."""
     from .inferencers import SapiensInferencer
-    bboxes = _load_bboxes(args.bboxes)
-    models = models_from_args(args)
-    if not (args.no_save_pred and args.no_save_vis):
-        # before any model is built or run
-        from sapiens_mm.engine.fileio import ensure_writable_dir
-        ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
-    inferencer = SapiensInferencer(
+    return SapiensInferencer(
         models=models,
         tasks=args.tasks,
         device=args.device,
@@ -263,7 +264,75 @@ def main(argv: Optional[Sequence[str]] = None,
         tracker_cfg=dict(min_cutoff=args.min_cutoff, beta=args.beta,
                          d_cutoff=args.d_cutoff),
         stabilize_dense=args.stabilize_dense,
-        stabilize_alpha=args.stabilize_alpha)
+        stabilize_alpha=args.stabilize_alpha,
+        whole_image_fallback=not args.no_whole_image_fallback)
+
+
+#: Warnings of other packages a run does not show without --verbose, by
+#: the module that issues them: mmseg's ``build_loss`` deprecation (every
+#: dense model build), mmpose's note that it found a dataset metainfo file
+#: in its own package, and the deprecation of ``pkg_resources`` (imported
+#: by OpenMMLab packages).
+THIRD_PARTY_WARNINGS = (
+    (UserWarning, r'mmseg\.models\.builder'),
+    (UserWarning, r'mmpose\.datasets\.datasets\.utils'),
+    (DeprecationWarning, r'pkg_resources'),
+    (UserWarning, r'pkg_resources'),
+)
+
+
+@contextlib.contextmanager
+def third_party_warnings(verbose: bool):
+    """Within: the :data:`THIRD_PARTY_WARNINGS` hidden unless ``verbose``
+    (the warning filters are restored on exit)."""
+    with warnings.catch_warnings():
+        if not verbose:
+            for category, module in THIRD_PARTY_WARNINGS:
+                warnings.filterwarnings('ignore', category=category,
+                                        module=module)
+        yield
+
+
+def main(argv: Optional[Sequence[str]] = None,
+         prog: Optional[str] = None) -> List[dict]:
+    """Parse ``argv``, run the inferencer, report what was written.
+
+    Returns:
+        The per-frame results without their arrays (``input``, ``name``,
+        ``frame_index``, ``pred_files``, ``vis_files``, ``nonfinite``), also
+        written to ``OUT_DIR/outputs.json``.
+
+    Raises:
+        RuntimeError: No input could be processed (each was skipped).
+    """
+    args = build_parser(prog).parse_args(argv)
+    with third_party_warnings(args.verbose):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> List[dict]:
+    """:func:`main` after parsing."""
+    if args.show:  # before any model loads: Qt aborts without a display
+        from .inferencers.utils.display import display_problem
+        problem = display_problem()
+        if problem:
+            raise RuntimeError(
+                f'--show needs a window, but {problem}. Run without --show: '
+                f'the results are written to --out-dir ({args.out_dir}).')
+    from mmengine.logging import print_log
+
+    from .model_zoo import ConfigMismatchError
+    bboxes = _load_bboxes(args.bboxes)
+    models = models_from_args(args)
+    if not (args.no_save_pred and args.no_save_vis):
+        # before any model is built or run
+        from sapiens_mm.engine.fileio import ensure_writable_dir
+        ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
+    try:
+        inferencer = _build_inferencer(args, models)
+    except ConfigMismatchError as e:
+        raise ValueError(e.explain(
+            f'--{e.task}-config CFG --{e.task} {e.checkpoint}')) from None
     inputs = [int(x) if x.isdigit() and not osp.exists(x) else x
               for x in args.inputs]
     summary = []

@@ -6,8 +6,8 @@ from typing import List, Optional, Sequence
 import numpy as np
 import torch
 
-from sapiens_mm.visualization import (colorize_albedo, colorize_depth,
-                                      colorize_normal, draw_seg)
+from sapiens_mm.visualization import (colorize_albedo, draw_depth,
+                                      draw_normal, draw_seg)
 
 from ..inference import TASKS
 from .base_task_inferencer import BaseTaskInferencer
@@ -138,15 +138,16 @@ class DenseInferencer(BaseTaskInferencer):
              pred: np.ndarray,
              foreground: Optional[np.ndarray] = None) -> np.ndarray:
         """BGR drawing of one prediction: part colours over the image with a
-        legend (seg), an inferno depth map (depth, and the Z of a pointmap),
-        RGB normals or the albedo (black outside ``foreground`` when
-        given)."""
+        legend (seg), an inferno depth map with its colour bar (depth,
+        relative; the Z of a pointmap, in metres), RGB normals with their
+        orientation key, or the albedo (black outside ``foreground`` when
+        given). The keys are panels on the right of the image."""
         if self.task == 'seg':
             return draw_seg(image, pred, self.dataset_meta)
         if self.task == 'depth':
-            return colorize_depth(pred, foreground)
+            return draw_depth(pred, foreground)
         if self.task == 'pointmap':
-            return colorize_depth(pred[..., 2], foreground)
+            return draw_depth(pred[..., 2], foreground, metric=True)
         if self.task == 'albedo':
             return colorize_albedo(pred, foreground)
-        return colorize_normal(pred, foreground)
+        return draw_normal(pred, foreground)

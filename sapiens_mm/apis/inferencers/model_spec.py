@@ -1,11 +1,18 @@
 """What the user names as models -> (task, config, checkpoint) per task.
 
-A spec is an official Sapiens checkpoint file alone (task and size from its
-name or, failing that, its weights; the shipped config is used), a config
+A spec is a checkpoint file alone, a config
 (file or :class:`~mmengine.config.Config`, random weights), a
 ``dict(config=..., checkpoint=...)`` or a ``(config, checkpoint)`` pair. The
 checkpoint may be an exported ``.onnx`` / ``.pt2`` model: its task and
 config are read from the file.
+
+A checkpoint alone is built with, in this order of preference: the config it
+carries as data (checkpoints saved by ``tools/train.py`` and ``make demo``;
+see :func:`~sapiens_mm.apis.model_zoo.checkpoint_config`), or the shipped
+config of the task and size told by its official file name or, failing
+that, its weights. The weights must then fit that shipped config; if they do
+not, the error names the config options that differ
+(:class:`~sapiens_mm.apis.model_zoo.ConfigMismatchError`).
 """
 import os.path as osp
 from dataclasses import dataclass
@@ -17,10 +24,14 @@ from mmengine.config import Config
 from sapiens_mm.checkpoint import get_state_dict, load_file
 
 from ..inference import TASK_SCOPES, load_config, task_of_config
-from ..model_zoo import (SapiensModelInfo, parse_checkpoint_name,
-                         recognize_state_dict)
+from ..model_zoo import (ConfigMismatchError, SapiensModelInfo,
+                         checkpoint_config, config_mismatches,
+                         parse_checkpoint_name, recognize_state_dict)
 
-__all__ = ['ModelSpec', 'ResolvedModel', 'resolve_model', 'resolve_models']
+__all__ = [
+    'ModelSpec', 'ResolvedModel', 'resolve_model', 'resolve_models',
+    'task_of_checkpoint'
+]
 
 ModelSpec = Union[str, Path, Config, dict, tuple]
 _EXAMPLE = 'sapiens_0.3b_goliath_best_goliath_AP_573.pth'
@@ -88,6 +99,9 @@ def resolve_model(spec: ModelSpec,
         TypeError: Something that is not a spec.
         UnrecognizedCheckpointError: A checkpoint alone whose task and size
             cannot be told.
+        ConfigMismatchError: A checkpoint alone, without a config as data,
+            whose weights do not fit the shipped config of its task and
+            size.
     """
     _check_task(task_hint, 'models')
     config = checkpoint = None
@@ -119,10 +133,20 @@ def resolve_model(spec: ModelSpec,
     state_dict = info = None
     if config is None:
         info = parse_checkpoint_name(checkpoint)
-        if info is None:
-            state_dict = get_state_dict(load_file(checkpoint))
-            info = recognize_state_dict(state_dict, source=checkpoint)
-        cfg = load_config(info.config)
+        if info is not None:
+            cfg = load_config(info.config)
+        else:
+            loaded = load_file(checkpoint)
+            state_dict = get_state_dict(loaded)
+            cfg = checkpoint_config(loaded, checkpoint)
+            if cfg is None:
+                info = recognize_state_dict(state_dict, source=checkpoint)
+                cfg = load_config(info.config)
+                differences = config_mismatches(state_dict, cfg,
+                                                info.config.name)
+                if differences:
+                    raise ConfigMismatchError(checkpoint, info.task,
+                                              info.config.name, differences)
     else:
         cfg = load_config(config)
     task = task_of_config(cfg)
@@ -130,6 +154,29 @@ def resolve_model(spec: ModelSpec,
         raise ValueError(f'The model given for {task_hint!r} is a {task} '
                          f'model ({checkpoint or config}).')
     return ResolvedModel(task, cfg, checkpoint, state_dict, info)
+
+
+def task_of_checkpoint(path: str) -> str:
+    """The task of a checkpoint or exported model file, as
+    :func:`resolve_model` would build it: an exported model's metadata, the
+    config a checkpoint carries as data, else its official name or weights.
+
+    Raises:
+        UnrecognizedCheckpointError: The task cannot be told.
+        UnsafeModelError: A stored config that could run code.
+    """
+    from sapiens_mm.deploy.runtime import is_exported_model
+    if is_exported_model(path):
+        from sapiens_mm.deploy import read_metadata
+        return read_metadata(path)['task']
+    info = parse_checkpoint_name(path)
+    if info is not None:
+        return info.task
+    loaded = load_file(str(path))
+    cfg = checkpoint_config(loaded, str(path))
+    if cfg is not None:
+        return task_of_config(cfg)
+    return recognize_state_dict(get_state_dict(loaded), str(path)).task
 
 
 def resolve_models(

@@ -1,6 +1,6 @@
 """Building blocks of the inferencers: input sources, prefetching, writers,
 windows and the person detectors of top-down pose."""
-from .display import StopRequested, show_images
+from .display import StopRequested, display_problem, show_images
 from .person_detector import (MMDetPersonDetector, OpenCVFaceDetector,
                               OpenCVPersonDetector, PersonDetector,
                               boxes_per_input, build_person_detector,
@@ -19,5 +19,5 @@ __all__ = [
     'Source', 'unique_names',
     'Frame', 'check_array', 'collect_sources', 'iter_frames', 'count_frames',
     'VideoWriters', 'write_json', 'write_npy', 'write_png', 'StopRequested',
-    'show_images'
+    'show_images', 'display_problem'
 ]
