@@ -4,10 +4,10 @@ Upload an image (or take a webcam snapshot), choose the tasks and, per task,
 a checkpoint, and get the results at the page's full width, two per row,
 each with its key (part legend, depth colour bar, normal sphere), plus every
 output file for download (pose JSON and its exported formats, ``.npy``
-maps, PNGs, the foreground mask and cut-outs). Without checkpoints each task offers the
-shipped tiny-arch config with random weights, so the demo starts on a fresh
-machine with nothing downloaded (the results then show the pipeline, not a
-trained model).
+maps, PNGs, the foreground mask and cut-outs). Without checkpoints each
+task offers the shipped tiny-arch config with random weights, so the demo
+starts on a fresh machine with nothing downloaded (the results then show
+the pipeline, not a trained model).
 
 ``tools/web_demo.py`` is the command line; :func:`build_demo` returns the
 ``gradio.Blocks`` app for embedding.
