@@ -3,21 +3,56 @@
 ``import sapiens_mm`` checks the installed OpenMMLab stack, then registers
 every module it provides into the upstream registries (mmpretrain, mmpose,
 mmseg, mmengine) and routes mmengine's local checkpoint loading through the
-safe loader in :mod:`sapiens_mm.checkpoint`.
+safe loader in :mod:`sapiens_mm.checkpoint` (except in
+``python -m sapiens_mm --help``, which only prints the help).
 """
-from .utils.version_check import check_versions
+import sys
+from typing import List, Optional
+
 from .version import __version__
 
-check_versions()
 
-from . import checkpoint  # noqa: E402
-from . import codecs  # noqa: E402,F401
-from . import datasets  # noqa: E402,F401
-from . import engine  # noqa: E402,F401
-from . import evaluation  # noqa: E402,F401
-from . import models  # noqa: E402,F401
+def _cli_args() -> Optional[List[str]]:
+    """The arguments of the inference command line when this process is
+    ``python -m sapiens_mm ...``, else None.
 
-checkpoint.register_mmengine_loader()
+    The package is imported before the command line's own code runs, so
+    what the command line needs first is decided here: its help needs none
+    of the modules below (whose imports, torch and the OpenMMLab packages,
+    take seconds), and its runs hide other packages' import-time warnings
+    unless ``--verbose`` (see
+    :func:`sapiens_mm.utils.cli.third_party_warnings`).
+    """
+    argv = list(getattr(sys, 'orig_argv', ()))
+    if '-m' not in argv:
+        return None
+    i = argv.index('-m')
+    if argv[i + 1:i + 2] != ['sapiens_mm']:
+        return None
+    args = argv[i + 2:]
+    return args[:args.index('--')] if '--' in args else args
+
+
+_CLI = _cli_args()
+if _CLI is not None and '--verbose' not in _CLI:
+    from .utils.cli import hide_third_party_warnings
+
+    hide_third_party_warnings()
+
+
+if _CLI is None or not {'-h', '--help'} & set(_CLI):
+    from .utils.version_check import check_versions
+
+    check_versions()
+
+    from . import checkpoint
+    from . import codecs  # noqa: F401
+    from . import datasets  # noqa: F401
+    from . import engine  # noqa: F401
+    from . import evaluation  # noqa: F401
+    from . import models  # noqa: F401
+
+    checkpoint.register_mmengine_loader()
 
 
 def get_config(name: str):

@@ -4,10 +4,8 @@ Used by ``tools/infer.py`` and ``python -m sapiens_mm``. Every option maps
 to an argument of the inferencer (constructor or call).
 """
 import argparse
-import contextlib
 import json
 import os.path as osp
-import warnings
 from typing import List, Optional, Sequence
 
 from sapiens_mm.apis.inference import TASKS
@@ -268,31 +266,6 @@ def _build_inferencer(args: argparse.Namespace, models: dict):
         whole_image_fallback=not args.no_whole_image_fallback)
 
 
-#: Warnings of other packages a run does not show without --verbose, by
-#: the module that issues them: mmseg's ``build_loss`` deprecation (every
-#: dense model build), mmpose's note that it found a dataset metainfo file
-#: in its own package, and the deprecation of ``pkg_resources`` (imported
-#: by OpenMMLab packages).
-THIRD_PARTY_WARNINGS = (
-    (UserWarning, r'mmseg\.models\.builder'),
-    (UserWarning, r'mmpose\.datasets\.datasets\.utils'),
-    (DeprecationWarning, r'pkg_resources'),
-    (UserWarning, r'pkg_resources'),
-)
-
-
-@contextlib.contextmanager
-def third_party_warnings(verbose: bool):
-    """Within: the :data:`THIRD_PARTY_WARNINGS` hidden unless ``verbose``
-    (the warning filters are restored on exit)."""
-    with warnings.catch_warnings():
-        if not verbose:
-            for category, module in THIRD_PARTY_WARNINGS:
-                warnings.filterwarnings('ignore', category=category,
-                                        module=module)
-        yield
-
-
 def main(argv: Optional[Sequence[str]] = None,
          prog: Optional[str] = None) -> List[dict]:
     """Parse ``argv``, run the inferencer, report what was written.
@@ -306,6 +279,7 @@ def main(argv: Optional[Sequence[str]] = None,
         RuntimeError: No input could be processed (each was skipped).
     """
     args = build_parser(prog).parse_args(argv)
+    from sapiens_mm.utils import third_party_warnings
     with third_party_warnings(args.verbose):
         return _run(args)
 

@@ -156,8 +156,9 @@ def _oracle_pose(monkeypatch, inferencer, video):
 def test_track_ids_stay_with_their_person_when_two_cross(
         crossing, pose_cfg, monkeypatch, det_interval):
     detector = GroundTruthDetector(crossing)
+    # both boxes while they overlap (no NMS between them)
     inferencer = SapiensInferencer({'pose': pose_cfg}, device='cpu',
-                                   detector=detector,
+                                   detector=detector, nms_thr=1.0,
                                    det_interval=det_interval)
     _oracle_pose(monkeypatch, inferencer, crossing)
     results = _run(inferencer, crossing)

@@ -114,16 +114,21 @@ def write_video(path: Union[str, Path],
 
 
 def _person_sprite(seed: int, index: int, height: int):
-    """One rendered person cut out of its scene and scaled to ``height``
-    pixels: (BGR image, (h, w) bool mask, (17, 3) COCO keypoints (x, y, v)
-    in sprite pixels)."""
+    """One rendered person, upright (a walker: at least 1.8 times as tall as
+    wide; the first such of up to 8 renders), cut out of its scene and
+    scaled to ``height`` pixels: (BGR image, (h, w) bool mask, (17, 3) COCO
+    keypoints (x, y, v) in sprite pixels)."""
     import cv2
-    size = (256, 192)
-    sample = render_sample(
-        np.random.SeedSequence([seed, _VIDEO_STREAM + 1, index]), size=size,
-        max_people=1, min_people=1, background='texture')
-    person = sample['people'][0]
-    x, y, w, h = person['bbox']
+    for attempt in range(8):
+        sample = render_sample(
+            np.random.SeedSequence(
+                [seed, _VIDEO_STREAM + 1, index, attempt]),
+            size=(256, 192), max_people=1, min_people=1,
+            background='texture')
+        person = sample['people'][0]
+        x, y, w, h = person['bbox']
+        if h >= 1.8 * w:
+            break
     mask = sample['instance'][y:y + h, x:x + w] == 0
     image = sample['image'][y:y + h, x:x + w, ::-1]
     scale = height / h
@@ -148,8 +153,8 @@ def write_crossing_video(path: Union[str, Path],
     """Render a video of two people walking past each other, to test that
     track IDs stay with their person.
 
-    Two rendered people (:func:`render_sample`, cut out of their scenes)
-    slide horizontally over a still texture background: person 0 from the
+    Two rendered upright people (:func:`render_sample`, cut out of their
+    scenes) slide horizontally over a still texture background: person 0 from the
     left edge to the right at ``speeds[0]`` pixels per frame, person 1 from
     the right edge to the left at ``|speeds[1]|``; person 0 is taller
     (nearer: its feet lower in the frame) and drawn in front, so it hides
