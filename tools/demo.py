@@ -5,11 +5,18 @@ and after on held-out images -> run inference and write visualisations.
 See sapiens_mm/apis/demo.py for what it does to the shipped configs.
 """
 import argparse
+import warnings
 from pathlib import Path
 
-import sapiens_mm  # noqa: F401  (registers everything)
-from sapiens_mm.apis.demo import DEMO_TASKS, DemoSettings, run_demo
-from sapiens_mm.utils import add_debug_argument, run_cli
+# The OpenMMLab packages' deprecation notices (from their imports on) are not
+# the user's business here; the Runner logs in each task's work_dir keep
+# the warnings of the runs.
+warnings.filterwarnings('ignore', category=UserWarning)
+warnings.filterwarnings('ignore', category=DeprecationWarning)
+
+import sapiens_mm  # noqa: E402,F401  (registers everything)
+from sapiens_mm.apis.demo import DEMO_TASKS, DemoSettings, run_demo  # noqa: E402
+from sapiens_mm.utils import add_debug_argument, run_cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -410,10 +410,6 @@ def run_demo(settings: DemoSettings,
         def echo(text: str) -> None:
             MMLogger.get_current_instance().info(text)
     start = time.perf_counter()
-    # Deprecation notices of the OpenMMLab packages are not the user's
-    # business here; the Runner logs in each task's work_dir keep warnings.
-    warnings.filterwarnings('ignore', category=UserWarning)
-    warnings.filterwarnings('ignore', category=DeprecationWarning)
     import torch
     torch.set_num_threads(settings.threads)
     out = Path(settings.out_dir).resolve()
@@ -465,6 +461,9 @@ def run_demo(settings: DemoSettings,
         MMLogger._instance_dict.clear()
 
     echo('[3/4] inference on held-out images and a real photograph')
+    # The inference's warnings (e.g. every keypoint below the drawing
+    # threshold) reach the console; its info lines do not.
+    MMLogger.get_instance('sapiens_demo_inference', log_level='WARNING')
     with contextlib.redirect_stdout(io.StringIO()):
         # Held-out images get their ground-truth person boxes; the photograph
         # is a portrait, so its person box is the whole image (no detector).
