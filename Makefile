@@ -8,7 +8,7 @@ setup:
 	@bash tools/setup_env.sh
 
 demo: setup
-	$(PY) tools/demo.py
+	$(PY) demo/main_job.py
 
 test: setup
 	$(PY) -m pytest -q tests

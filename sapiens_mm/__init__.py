@@ -21,7 +21,7 @@ def _cli_args() -> Optional[List[str]]:
     of the modules below (whose imports, torch and the OpenMMLab packages,
     take seconds), and its runs hide other packages' import-time warnings
     unless ``--verbose`` (see
-    :func:`sapiens_mm.utils.cli.third_party_warnings`).
+    :func:`sapiens_mm.cli.common.third_party_warnings`).
     """
     argv = list(getattr(sys, 'orig_argv', ()))
     if '-m' not in argv:
@@ -35,7 +35,7 @@ def _cli_args() -> Optional[List[str]]:
 
 _CLI = _cli_args()
 if _CLI is not None and '--verbose' not in _CLI:
-    from .utils.cli import hide_third_party_warnings
+    from .cli.common import hide_third_party_warnings
 
     hide_third_party_warnings()
 
@@ -58,9 +58,9 @@ if _CLI is None or not {'-h', '--help'} & set(_CLI):
 def get_config(name: str):
     """A shipped config by name, e.g.
     ``sapiens_mm.get_config('sapiens_0.3b-210e_goliath-1024x768')`` (see
-    :func:`sapiens_mm.apis.model_zoo.get_config`)."""
-    from .apis import model_zoo
-    return model_zoo.get_config(name)
+    :func:`sapiens_mm.zoo.get_config`)."""
+    from .zoo import get_config as zoo_get_config
+    return zoo_get_config(name)
 
 
 __all__ = ['__version__', 'get_config']

@@ -1,4 +1,5 @@
-"""Package layout: no import cycle between ``apis`` and ``deploy``, the
+"""Package layout: the layers and their import direction, no import cycle
+between ``apis`` and ``deploy``, the
 public entry points import from a fresh interpreter, and no private name
 is imported across modules."""
 import ast
@@ -24,13 +25,14 @@ def _fresh(code: str) -> subprocess.CompletedProcess:
 ])
 @pytest.mark.slow
 def test_apis_and_deploy_import_in_either_order(first, second):
-    """Each order in a fresh interpreter, and ``apis`` alone does not pull
-    in ``deploy`` (the inferencers load exported models lazily)."""
+    """Each order in a fresh interpreter. The front end reads exported models
+    through the runtime below it, and does not pull in the exporter above
+    it (which builds models with the front end's init_model)."""
     proc = _fresh(f'import sys, importlib\n'
                   f'importlib.import_module({first!r})\n'
                   f'if {first!r}.startswith("sapiens_mm.apis"):\n'
-                  f'    print("deploy loaded:", "sapiens_mm.deploy" in '
-                  f'sys.modules)\n'
+                  f'    print("exporter loaded:", "sapiens_mm.deploy.export" '
+                  f'in sys.modules)\n'
                   f'importlib.import_module({second!r})\n'
                   f'from sapiens_mm.apis import SapiensInferencer, init_model\n'
                   f'from sapiens_mm.deploy import export_model\n'
@@ -38,7 +40,7 @@ def test_apis_and_deploy_import_in_either_order(first, second):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith('ok')
     if first.startswith('sapiens_mm.apis'):
-        assert 'deploy loaded: False' in proc.stdout
+        assert 'exporter loaded: False' in proc.stdout
 
 
 def _private_imports(path: Path):
@@ -90,7 +92,7 @@ def _prints_and_parsers(path: Path):
 # The package's own command lines (``python -m sapiens_mm`` and its
 # ``export`` subcommand) and their shared error handling; every other CLI
 # (benchmark, demo, train, test...) lives in tools/.
-PACKAGE_CLIS = {'apis/infer_cli.py', 'deploy/cli.py', 'utils/cli.py'}
+PACKAGE_CLIS = {'cli/infer.py', 'cli/deploy.py', 'cli/common.py'}
 
 
 def test_library_code_returns_data_and_logs():
@@ -109,5 +111,164 @@ def test_library_code_returns_data_and_logs():
                      'sys.stderr.write("x")\n')
     try:
         assert len(list(_prints_and_parsers(probe))) == 3
+    finally:
+        probe.unlink()
+
+
+# ------------------------------------------------------------------ layers
+#: The package's layers, lowest first. A module imports (at module level)
+#: only from its own layer or lower ones; function-level imports are not
+#: edges of the import graph at import time and are not checked. The keys
+#: are module prefixes below ``sapiens_mm.``; the longest match wins.
+LAYERS = {
+    'tasks': 0, 'version': 0, 'utils': 0,
+    'checkpoint': 1, 'codecs': 1,
+    'datasets': 2, 'detection': 2, 'tracking': 2,
+    'models': 3, 'evaluation': 3, 'visualization': 3,
+    'engine': 4,
+    'zoo': 5,
+    'deploy': 6,
+    'apis': 7,
+    'deploy.export': 8, 'analysis': 8,
+    'cli': 9, 'demo': 9,
+}
+
+
+def _layer(module: str) -> int:
+    """Layer of ``sapiens_mm.<module>``; the package root is exempt (it
+    registers everything)."""
+    best = None
+    for prefix in LAYERS:
+        if module == prefix or module.startswith(prefix + '.'):
+            if best is None or len(prefix) > len(best):
+                best = prefix
+    assert best is not None, f'sapiens_mm.{module} has no layer in LAYERS'
+    return LAYERS[best]
+
+
+def _module_level_imports(path: Path, module: str, is_package: bool):
+    """``(lineno, imported module)`` of the imports that run when the module
+    is imported (not those inside functions)."""
+    tree = ast.parse(path.read_text(), str(path))
+
+    def visit(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = module.split('.')
+                    if not is_package:
+                        base = base[:-1]
+                    base = base[:len(base) - (child.level - 1)]
+                    target = '.'.join(base + ([child.module]
+                                              if child.module else []))
+                else:
+                    target = child.module or ''
+                yield child.lineno, target
+            elif isinstance(child, ast.Import):
+                for alias in child.names:
+                    yield child.lineno, alias.name
+            yield from visit(child)
+
+    yield from visit(tree)
+
+
+def _layer_violations(pkg: Path):
+    for path in sorted(pkg.rglob('*.py')):
+        rel = path.relative_to(pkg.parent).with_suffix('')
+        is_package = rel.name == '__init__'
+        module = '.'.join(rel.parts[:-1] if is_package else rel.parts)
+        if module in ('sapiens_mm', 'sapiens_mm.__main__'):
+            continue
+        own = _layer(module[len('sapiens_mm.'):])
+        for lineno, target in _module_level_imports(path, module,
+                                                    is_package):
+            if not target.startswith('sapiens_mm.'):
+                continue
+            other = _layer(target[len('sapiens_mm.'):])
+            if other > own:
+                yield (f'{path.relative_to(pkg.parent)}:{lineno} imports {target} '
+                       f'(layer {other}) from layer {own}')
+
+
+def test_no_module_level_import_from_a_higher_layer(tmp_path):
+    found = list(_layer_violations(ROOT / 'sapiens_mm'))
+    assert not found, found
+    # the scan finds an upward import (checkpoint -> apis) and ignores the
+    # same import inside a function
+    pkg = tmp_path / 'sapiens_mm'
+    (pkg / 'checkpoint').mkdir(parents=True)
+    (pkg / '__init__.py').write_text('')
+    (pkg / 'checkpoint' / '__init__.py').write_text(
+        'from sapiens_mm.apis import init_model\n')
+    (pkg / 'checkpoint' / 'lazy.py').write_text(
+        'def f():\n    from ..apis import init_model\n')
+    found = [hit.split(' imports ')[1] for hit in _layer_violations(pkg)]
+    assert found == ['sapiens_mm.apis (layer 7) from layer 1']
+
+
+#: Every task name, to find restated task lists.
+TASK_NAMES = {'pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo'}
+
+
+def _task_lists(path: Path):
+    """Tuple / list / set literals (``Literal[...]`` included) naming three
+    or more tasks: a restated task vocabulary."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            names = {
+                e.value for e in node.elts
+                if isinstance(e, ast.Constant) and e.value in TASK_NAMES
+            }
+            if len(names) >= 3:
+                yield f'{path.relative_to(ROOT)}:{node.lineno}'
+
+
+def test_one_task_vocabulary():
+    """The task names are listed once, in sapiens_mm/tasks.py."""
+    pkg = ROOT / 'sapiens_mm'
+    found = [
+        hit for f in sorted(pkg.rglob('*.py')) if f.name != 'tasks.py'
+        for hit in _task_lists(f)
+    ]
+    assert not found, found
+    assert list(_task_lists(pkg / 'tasks.py'))  # the scan finds the home
+
+
+def _process_state_changes(path: Path):
+    """Calls that change process-wide state: warnings filters, torch thread
+    counts, mmengine's private instance registries."""
+    tree = ast.parse(path.read_text(), str(path))
+    where = path.relative_to(ROOT)
+    banned = {('warnings', 'filterwarnings'), ('warnings', 'simplefilter'),
+              ('torch', 'set_num_threads'),
+              ('torch', 'set_num_interop_threads')}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if node.attr == '_instance_dict':
+                yield f'{where}:{node.lineno} touches _instance_dict'
+            if isinstance(node.value, ast.Name) and (
+                    node.value.id, node.attr) in banned:
+                yield f'{where}:{node.lineno} calls {node.value.id}.' \
+                      f'{node.attr}'
+
+
+def test_library_code_leaves_process_state_alone():
+    """Warnings filters and thread counts belong to the application: the
+    command lines (sapiens_mm/cli) and tools/, not library code."""
+    pkg = ROOT / 'sapiens_mm'
+    found = [
+        hit for f in sorted(pkg.rglob('*.py'))
+        if f.relative_to(pkg).parts[0] != 'cli'
+        for hit in _process_state_changes(f)
+    ]
+    assert not found, found
+    probe = ROOT / 'tests' / '_layout_state_probe.py'
+    probe.write_text('import torch, warnings\ntorch.set_num_threads(1)\n'
+                     'warnings.filterwarnings("ignore")\n')
+    try:
+        assert len(list(_process_state_changes(probe))) == 2
     finally:
         probe.unlink()

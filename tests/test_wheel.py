@@ -74,8 +74,8 @@ def test_installed_package_is_the_wheel(installed):
     python, work, env, env_dir = installed
     out = _run([python, '-c', textwrap.dedent('''
         import sapiens_mm
-        from sapiens_mm.apis import recognize_checkpoint
-        from sapiens_mm.apis.model_zoo import config_root
+        from sapiens_mm.zoo import recognize_checkpoint
+        from sapiens_mm.zoo.model_zoo import config_root
         print(sapiens_mm.__file__)
         print(config_root())
         info = recognize_checkpoint(
@@ -105,7 +105,8 @@ def test_cli_help_and_tiny_inference(installed):
     # an official-style name: recognised, built from the shipped config
     _run([python, '-c', textwrap.dedent('''
         import torch
-        from sapiens_mm.apis import init_model, shipped_config
+        from sapiens_mm.apis import init_model
+        from sapiens_mm.zoo import shipped_config
         model = init_model(shipped_config('depth', 'tiny'))
         torch.save({'state_dict': model.state_dict()},
                    'sapiens_tiny_render_people_epoch_1.pth')

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from sapiens_mm.utils import add_debug_argument, run_cli
+from sapiens_mm.cli import add_debug_argument, run_cli
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

@@ -15,7 +15,7 @@ import torch
 
 import sapiens_mm  # noqa: F401
 from sapiens_mm.checkpoint import convert_pretrain_to_clean
-from sapiens_mm.utils import add_debug_argument, run_cli
+from sapiens_mm.cli import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):

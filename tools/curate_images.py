@@ -9,17 +9,17 @@ Examples:
     python tools/curate_images.py data/humans
     # mmdet person detector with the paper thresholds (score 0.9, 300 px)
     python tools/curate_images.py data/humans \\
-        --det-config rtmdet_m_640-8xb32_coco-person.py \\
-        --det-checkpoint rtmdet_m_8xb32-100e_coco-obj365-person-235e8209.pth \\
+        --det-model rtmdet_m_640-8xb32_coco-person.py \\
+        --det-weights rtmdet_m_8xb32-100e_coco-obj365-person-235e8209.pth \\
         --device cuda:0
 Run it again to continue an interrupted run: decided images are skipped.
 """
 import argparse
 
 import sapiens_mm  # noqa: F401  (safe checkpoint loading)
-from sapiens_mm.apis.curation import curate_images
-from sapiens_mm.apis.inferencers.utils import build_person_detector
-from sapiens_mm.utils import add_debug_argument, run_cli
+from sapiens_mm.datasets.curation import curate_images
+from sapiens_mm.detection import build_person_detector
+from sapiens_mm.cli import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):
@@ -30,9 +30,11 @@ def parse_args(argv=None):
                         'jpg / jpeg / png / bmp / tif / tiff / webp)')
     parser.add_argument('--out-dir', help='output folder (default: '
                         '<root>/curation)')
-    parser.add_argument('--det-config', help='mmdet detector config; '
-                        'without it the built-in OpenCV face detector runs')
-    parser.add_argument('--det-checkpoint', help='mmdet detector checkpoint')
+    parser.add_argument('--det-model', '--det-config', dest='det_model',
+                        help='mmdet detector config; without it the built-in '
+                        'OpenCV face detector runs')
+    parser.add_argument('--det-weights', '--det-checkpoint',
+                        dest='det_weights', help='mmdet detector checkpoint')
     parser.add_argument('--device', default='cpu',
                         help='device of the mmdet detector (default: cpu)')
     parser.add_argument('--person-label', type=int, default=0,
@@ -55,16 +57,16 @@ def parse_args(argv=None):
                         help='no progress bar')
     add_debug_argument(parser)
     args = parser.parse_args(argv)
-    if bool(args.det_config) != bool(args.det_checkpoint):
-        parser.error('give both --det-config and --det-checkpoint (or '
+    if bool(args.det_model) != bool(args.det_weights):
+        parser.error('give both --det-model and --det-weights (or '
                      'neither, for the built-in OpenCV detector)')
     return args
 
 
 def main(argv=None):
     args = parse_args(argv)
-    detector = build_person_detector('face', args.det_config,
-                                     args.det_checkpoint, args.device,
+    detector = build_person_detector('face', args.det_model,
+                                     args.det_weights, args.device,
                                      args.person_label)
     report = curate_images(
         args.root, args.out_dir, detector, score_thr=args.score_thr,

@@ -25,7 +25,7 @@ import json
 import sys
 from typing import List, Optional
 
-from sapiens_mm.utils import add_debug_argument, run_cli
+from sapiens_mm.cli import add_debug_argument, run_cli
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

@@ -5,7 +5,7 @@
 
 See ``python tools/infer.py --help``; the same CLI is ``python -m sapiens_mm``.
 """
-from sapiens_mm.apis.infer_cli import cli
+from sapiens_mm.cli.infer import cli
 
 if __name__ == '__main__':
     cli(prog='tools/infer.py')

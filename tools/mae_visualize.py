@@ -21,7 +21,7 @@ import sapiens_mm  # noqa: F401  (registers modules)
 from sapiens_mm.checkpoint import load_checkpoint
 from sapiens_mm.utils.image_io import list_images, read_image
 from sapiens_mm.models.selfsup import prepare_images, reconstruction_grid
-from sapiens_mm.utils import add_debug_argument, run_cli
+from sapiens_mm.cli import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):

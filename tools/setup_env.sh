@@ -21,7 +21,7 @@ if ! command -v "$PYTHON" >/dev/null 2>&1; then
   exit 1
 fi
 
-# The browser test of the web demo (tests/test_web_demo.py) drives Debian's
+# The browser test of the web demo (tests/demo/test_web_demo.py) drives Debian's
 # headless Chromium through chromedriver: install both when missing (as root
 # with apt-get, e.g. CI; otherwise say how).
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
@@ -30,7 +30,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
   else
-    log "warning: chromium / chromedriver missing; tests/test_web_demo.py will skip." \
+    log "warning: chromium / chromedriver missing; tests/demo/test_web_demo.py will skip." \
         "Install them with: sudo apt-get install -y chromium chromium-driver" >&2
   fi
 fi

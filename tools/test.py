@@ -23,11 +23,11 @@ from mmengine.config import DictAction
 from mmengine.dist import is_main_process
 
 import sapiens_mm  # noqa: F401  (registers modules, safe checkpoint loading)
-from sapiens_mm.apis.runner_cfg import (build_runner, build_test_cfg,
+from sapiens_mm.engine.runner_cfg import (build_runner, build_test_cfg,
                                         explain_json_error, prepare_work_dir,
                                         write_metrics_json)
 from sapiens_mm.engine.fileio import ensure_writable_dir
-from sapiens_mm.utils import add_debug_argument, run_cli
+from sapiens_mm.cli import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):

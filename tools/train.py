@@ -16,9 +16,9 @@ import os
 from mmengine.config import DictAction
 
 import sapiens_mm  # noqa: F401  (registers modules, safe checkpoint loading)
-from sapiens_mm.apis.runner_cfg import (build_runner, build_train_cfg,
+from sapiens_mm.engine.runner_cfg import (build_runner, build_train_cfg,
                                         explain_json_error, prepare_work_dir)
-from sapiens_mm.utils import add_debug_argument, run_cli
+from sapiens_mm.cli import add_debug_argument, run_cli
 
 
 def parse_args(argv=None):

@@ -845,11 +845,8 @@ def end_to_end(inferencer, source: str, out_dir: str,
 
     from mmengine.dataset import pseudo_collate
 
-    from sapiens_mm.apis.inferencers.utils import (
-        boxes_per_input,
-        collect_sources,
-        iter_frames,
-    )
+    from sapiens_mm.apis.inferencers.utils import collect_sources, iter_frames
+    from sapiens_mm.detection import boxes_per_input
     sources = collect_sources(source)
     frames = list(itertools.islice(
         iter_frames(sources, max_frames, lambda src, reason: None),

@@ -17,10 +17,11 @@ Example:
 """
 import contextlib
 import copy
+import logging
 import os.path as osp
 import re
 from pathlib import Path
-from typing import Dict, List, Literal, Mapping, Optional, Tuple, Union
+from typing import List, Mapping, Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -28,34 +29,28 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 from mmengine.registry import DefaultScope
 
+from sapiens_mm.datasets.dataset_meta import (
+    dataset_meta_of_config,
+    pose_dataset_meta,
+    seg_dataset_meta,
+    skeleton_name,
+)
+from sapiens_mm.tasks import (
+    DTYPES,
+    TASK_SCOPES,
+    TASKS,
+    Task,
+    resolve_dtype,
+    task_of_config,
+)
+
 __all__ = [
     'TASKS', 'TASK_SCOPES', 'DTYPES', 'Task', 'load_config', 'task_of_config',
     'init_model', 'dataset_meta_of_config', 'pose_dataset_meta',
     'seg_dataset_meta', 'skeleton_name', 'inference_pipeline',
-    'find_pipeline_step', 'set_input_size', 'autocast', 'check_batch_size'
+    'find_pipeline_step', 'set_input_size', 'autocast', 'check_batch_size',
+    'resolve_device_and_dtype'
 ]
-
-Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo']
-#: Tasks in the order the inferencer runs them (segmentation first: it
-#: masks depth / normals / pointmaps). pointmap and albedo are Sapiens2's.
-TASKS: Tuple[str, ...] = ('seg', 'depth', 'normal', 'pointmap', 'albedo',
-                          'pose')
-#: The OpenMMLab registry scope that builds each task's model.
-TASK_SCOPES: Dict[str, str] = dict(pose='mmpose',
-                                   seg='mmseg',
-                                   depth='mmseg',
-                                   normal='mmseg',
-                                   pointmap='mmseg',
-                                   albedo='mmseg')
-#: Names accepted for the inference precision.
-DTYPES: Dict[str, torch.dtype] = {
-    'fp32': torch.float32,
-    'float32': torch.float32,
-    'bf16': torch.bfloat16,
-    'bfloat16': torch.bfloat16,
-    'fp16': torch.float16,
-    'float16': torch.float16,
-}
 
 ConfigType = Union[str, Path, Config]
 
@@ -82,108 +77,6 @@ def load_config(config: ConfigType,
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
     return cfg
-
-
-def task_of_config(cfg: Config) -> str:
-    """The task of a model config: ``TopdownPoseEstimator`` (and
-    ``Sapiens2TopdownPoseEstimator``) is pose,
-    ``EncoderDecoder`` is seg, ``SapiensDenseEstimator`` (depth / normal)
-    and ``Sapiens2DenseEstimator`` (normal / pointmap / albedo) are their
-    ``task``.
-
-    Raises:
-        ValueError: Another model type.
-    """
-    model_type = str(cfg.model.get('type', '')).split('.')[-1]
-    if model_type in ('TopdownPoseEstimator',
-                      'Sapiens2TopdownPoseEstimator'):
-        return 'pose'
-    if model_type == 'EncoderDecoder':
-        return 'seg'
-    if model_type == 'SapiensDenseEstimator':
-        return cfg.model.get('task', 'depth')
-    if model_type == 'Sapiens2DenseEstimator':
-        return cfg.model.get('task', 'normal')
-    raise ValueError(
-        f'Config model type {model_type!r} is not a Sapiens task model; '
-        'expected TopdownPoseEstimator (pose), EncoderDecoder (seg), '
-        'SapiensDenseEstimator (depth / normal) or Sapiens2DenseEstimator '
-        '(normal / pointmap / albedo).')
-
-
-# ---------------------------------------------------------------- metadata
-def pose_dataset_meta(cfg: Config) -> dict:
-    """Parsed keypoint metainfo of a pose config's dataset (names, flip
-    indices, skeleton, colours), as ``mmpose`` datasets expose it.
-
-    The test, then val, then train dataset is read: its ``metainfo`` entry,
-    else its registered class's ``METAINFO``.
-
-    Raises:
-        ValueError: No dataset of the config tells the keypoints.
-    """
-    import mmpose.datasets  # noqa: F401  (registers the datasets)
-    from mmpose.datasets.datasets.utils import parse_pose_metainfo
-    from mmpose.registry import DATASETS
-    for split in ('test_dataloader', 'val_dataloader', 'train_dataloader'):
-        dataset = cfg.get(split, {}).get('dataset')
-        if not dataset:
-            continue
-        if 'metainfo' in dataset:
-            return parse_pose_metainfo(dict(dataset['metainfo']))
-        with DefaultScope.overwrite_default_scope('mmpose'):
-            dataset_cls = dataset['type'] if isinstance(
-                dataset['type'], type) else DATASETS.get(dataset['type'])
-        if dataset_cls is not None:
-            return parse_pose_metainfo(dict(dataset_cls.METAINFO))
-    raise ValueError(
-        'Cannot read the keypoint metainfo (names, flip pairs, skeleton) '
-        'of the pose config: its test_dataloader.dataset needs a '
-        'registered mmpose dataset type or a `metainfo` entry.')
-
-
-def seg_dataset_meta(num_classes: int) -> dict:
-    """``classes``, ``palette`` and ``vocab`` of a body-part model with
-    ``num_classes`` outputs (the shipped vocabularies).
-
-    Raises:
-        ValueError: No shipped vocabulary has that many classes.
-    """
-    from sapiens_mm.datasets.metainfo import (load_body_part_classes,
-                                              vocab_for_num_classes)
-    vocab = vocab_for_num_classes(int(num_classes))
-    info = load_body_part_classes(vocab)
-    return dict(classes=tuple(info['classes']),
-                palette=[list(map(int, c)) for c in info['palette']],
-                vocab=vocab)
-
-
-def _seg_num_classes(cfg: Config) -> int:
-    head = cfg.model.decode_head
-    return int(head.get('num_classes', head.get('out_channels', 0)))
-
-
-def dataset_meta_of_config(cfg: Config) -> dict:
-    """The ``dataset_meta`` a model of ``cfg`` carries: keypoint metainfo
-    (pose), classes / palette (seg), the task name (depth, normal)."""
-    task = task_of_config(cfg)
-    if task == 'pose':
-        return pose_dataset_meta(cfg)
-    if task == 'seg':
-        try:
-            return seg_dataset_meta(_seg_num_classes(cfg))
-        except ValueError:  # a custom vocabulary: the dataset's classes
-            dataset = cfg.get('test_dataloader', {}).get('dataset', {})
-            classes = dataset.get('metainfo', {}).get('classes')
-            return dict(classes=tuple(classes)) if classes else {}
-    return dict(task=task)
-
-
-def skeleton_name(dataset_meta: dict) -> str:
-    """Name of a pose skeleton: the metainfo's ``dataset_name`` (``'coco'``,
-    ``'coco_wholebody'``, ``'goliath'``) or ``'<K>_keypoints'``."""
-    name = dataset_meta.get('dataset_name')
-    return str(name) if name else f'{dataset_meta["num_keypoints"]}_keypoints'
 
 
 # ------------------------------------------------------------------ model
@@ -384,6 +277,35 @@ def check_batch_size(batch_size) -> int:
         raise ValueError(f'batch_size must be a positive int, got '
                          f'{batch_size!r}.')
     return batch_size
+
+
+def resolve_device_and_dtype(
+        device: Union[None, str, torch.device],
+        dtype: Union[str, torch.dtype]) -> Tuple[torch.device, torch.dtype]:
+    """The device and precision an inferencer runs at.
+
+    Args:
+        device: ``'cpu'``, ``'cuda'``, ``'cuda:1'``... None: CUDA where
+            available, else the CPU.
+        dtype: A name of :data:`~sapiens_mm.tasks.DTYPES` or a
+            ``torch.dtype``.
+
+    Raises:
+        RuntimeError: CUDA asked for but not available.
+        ValueError: An unknown precision.
+    """
+    if device is None:
+        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    device = torch.device(device)
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        raise RuntimeError(f'device={str(device)!r} but CUDA is not '
+                           'available; use device="cpu".')
+    dtype = resolve_dtype(dtype)
+    if dtype == torch.float16 and device.type == 'cpu':
+        print_log('fp16 on CPU is slow and not more accurate; bf16 is the '
+                  'usual reduced precision there.', logger='current',
+                  level=logging.WARNING)
+    return device, dtype
 
 
 def autocast(device: Union[str, torch.device], dtype: torch.dtype):

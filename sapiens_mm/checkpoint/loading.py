@@ -561,10 +561,10 @@ def load_local(filename: str, map_location: Any = None) -> Any:
     """mmengine ``CheckpointLoader`` scheme for local files: read safely
     (:func:`load_file`); an official Sapiens task checkpoint also gets the
     ``dataset_meta`` it lacks (see
-    :func:`sapiens_mm.apis.model_zoo.with_official_dataset_meta`)."""
+    :func:`sapiens_mm.zoo.model_zoo.with_official_dataset_meta`)."""
     loaded = load_file(filename, map_location)
     # imported here: the model zoo builds on this module
-    from sapiens_mm.apis.model_zoo import with_official_dataset_meta
+    from sapiens_mm.zoo.model_zoo import with_official_dataset_meta
     return with_official_dataset_meta(filename, loaded)
 
 

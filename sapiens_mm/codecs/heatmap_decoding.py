@@ -33,7 +33,7 @@ A heatmap's single pass for its maximum is then most of the cost.
 
 Float precision follows mmpose: float32 maps, blur, clip, log and finite
 differences; float64 Hessian inverse. Keypoints agree with mmpose's to
-float rounding (``tests/test_heatmap_decoding.py``: under 3e-4 input pixels
+float rounding (``tests/codecs/test_heatmap_decoding.py``: under 3e-4 input pixels
 on clear and noisy heatmaps; ``tools/analysis/benchmark.py --decode``
 times both and prints the difference). The whole-map route blurs with
 OpenCV in the numpy path, as mmpose does, and with a float32 convolution

@@ -23,54 +23,45 @@ raw head output:
 The batch dimension is dynamic: one file serves any batch size. What a
 consumer needs to pre- and post-process (task, input size, mean / std,
 channel order, output meaning and stride, keypoint / class names, skeleton,
-heatmap codec, the full config) is stored with the file: in the ONNX
-``metadata_props`` (one JSON value per key) and, for ``.pt2``, inside the
-archive (``extra/sapiens_mm.json``) and in a JSON sidecar
-``<name>.pt2.json``. :func:`read_metadata` reads either.
+heatmap codec, the full config) is stored with the file (see
+:mod:`sapiens_mm.deploy.metadata`, whose :func:`read_metadata` reads it).
 """
 import json
 import os
 import os.path as osp
 import shutil
 import tempfile
-import zipfile
 from typing import Dict, Literal, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
 from mmengine.config import Config
 
-from sapiens_mm.apis.inference import (find_pipeline_step, init_model,
-                                       load_config, pose_dataset_meta,
-                                       seg_dataset_meta, set_input_size,
-                                       skeleton_name, task_of_config)
-
+from sapiens_mm.apis.inference import (
+    find_pipeline_step,
+    init_model,
+    load_config,
+    pose_dataset_meta,
+    seg_dataset_meta,
+    set_input_size,
+    skeleton_name,
+    task_of_config,
+)
 from sapiens_mm.engine.fileio import atomic_path, atomic_write
+from sapiens_mm.tasks import MAP_TASKS, Task
 
-from .safe_load import UnsafeModelError, config_to_data
+from .metadata import INPUT_NAME, METADATA_VERSION, OUTPUT_NAMES, PT2_EXTRA
+from .safe_load import config_to_data
 
 __all__ = [
     'SapiensExportModule', 'check_test_cfg', 'export_metadata',
-    'export_model', 'read_metadata', 'MIN_OPSET', 'DEFAULT_OPSET',
-    'OUTPUT_NAMES'
+    'export_model', 'MIN_OPSET', 'DEFAULT_OPSET'
 ]
 
 #: Oldest ONNX opset supported (torch's dynamo exporter writes opset 18
 #: natively and converts down to 17).
 MIN_OPSET = 17
 DEFAULT_OPSET = 18
-#: Name of the graph output of each task.
-OUTPUT_NAMES = dict(pose='heatmaps',
-                    seg='logits',
-                    depth='depth',
-                    normal='normal',
-                    pointmap='pointmap',
-                    albedo='albedo')
-INPUT_NAME = 'images'
-#: 2: the config is stored as data (:func:`~sapiens_mm.deploy.safe_load.
-#: config_to_data`); 1 stored Python text, which is no longer executed.
-METADATA_VERSION = 2
-_PT2_EXTRA = 'sapiens_mm.json'
 _OUTPUT_MEANING = dict(
     pose='heatmaps (N, K, H/stride, W/stride), one per keypoint; decode '
     'with the codec (argmax + DARK-UDP refinement), then map from the crop '
@@ -127,8 +118,7 @@ class SapiensExportModule(nn.Module):
 
     def __init__(self,
                  model: nn.Module,
-                 task: Literal['pose', 'seg', 'depth', 'normal', 'pointmap',
-                               'albedo'],
+                 task: Task,
                  mean: Sequence[float],
                  std: Sequence[float],
                  bgr_to_rgb: bool = True,
@@ -218,7 +208,7 @@ def check_test_cfg(task: str, model: nn.Module) -> Tuple[bool, bool]:
         raise ValueError(
             f'test_cfg.mode={mode!r}: an exported model predicts the whole '
             'image at once; set model.test_cfg.mode="whole".')
-    return False, task in ('depth', 'normal', 'pointmap', 'albedo') and bool(
+    return False, task in MAP_TASKS and bool(
         test_cfg.get('flip', False))
 
 
@@ -386,7 +376,7 @@ def export_model(config: Union[str, Config],
         path = osp.join(out_dir, f'{name}.pt2')
         with atomic_path(path) as tmp:  # never a partial .pt2
             torch.export.save(program, tmp,
-                              extra_files={_PT2_EXTRA: meta_json})
+                              extra_files={PT2_EXTRA: meta_json})
         atomic_write(json.dumps(meta, indent=1), path + '.json')
         written['pt2'] = path
         written['pt2_json'] = path + '.json'
@@ -436,74 +426,3 @@ def _export_onnx(program, path: str, opset: int, meta: dict) -> str:
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
     return path
-
-
-def read_metadata(path: str) -> dict:
-    """The export metadata of an ``.onnx`` or ``.pt2`` file, read as data.
-
-    Nothing in the file is executed: the ONNX protobuf and the archive's
-    JSON entry are parsed, and the stored config stays data (rebuild it with
-    :func:`~sapiens_mm.deploy.safe_load.config_from_data`).
-
-    Raises:
-        FileNotFoundError: No such file.
-        ValueError: Not an exported Sapiens model (unreadable file, no
-            metadata, or metadata values of the wrong kind).
-    """
-    path = str(path)
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'Exported model not found: {path}')
-    if path.endswith('.onnx'):
-        import onnx
-        try:
-            model = onnx.load(path, load_external_data=False)
-        except Exception as e:  # protobuf DecodeError and friends
-            raise ValueError(
-                f'{path} is not a readable ONNX model ({type(e).__name__}: '
-                f'{str(e).splitlines()[0] if str(e) else "no details"}); '
-                'export it with tools/deploy/export.py.') from None
-        raw = {p.key: p.value for p in model.metadata_props}
-        try:
-            meta = {k: json.loads(v) for k, v in raw.items()}
-        except json.JSONDecodeError:
-            meta = {}
-    elif path.endswith('.pt2'):
-        meta = {}
-        try:
-            with zipfile.ZipFile(path) as archive:
-                names = [
-                    n for n in archive.namelist()
-                    if n.endswith(f'extra/{_PT2_EXTRA}')
-                ]
-                if names:
-                    meta = json.loads(archive.read(names[0]))
-        except (zipfile.BadZipFile, json.JSONDecodeError, OSError):
-            raise ValueError(
-                f'{path} is not a torch.export archive written by '
-                'tools/deploy/export.py.') from None
-    else:
-        raise ValueError(f'{path}: expected an exported .onnx or .pt2 file.')
-    if not isinstance(meta, dict) or \
-            meta.get('format') != 'sapiens_mm.export':
-        raise ValueError(
-            f'{path} has no sapiens_mm export metadata: export it with '
-            'tools/deploy/export.py.')
-    _check_metadata(meta, path)
-    return meta
-
-
-def _check_metadata(meta: dict, path: str) -> None:
-    """The fields the runtime uses have the kind of value they should."""
-    size = meta.get('input_size')
-    problems = []
-    if meta.get('task') not in OUTPUT_NAMES:
-        problems.append(f'task={meta.get("task")!r}')
-    if not (isinstance(size, list) and len(size) == 2 and all(
-            isinstance(v, int) and v > 0 for v in size)):
-        problems.append(f'input_size={size!r}')
-    if not isinstance(meta.get('input_name', INPUT_NAME), str):
-        problems.append(f'input_name={meta.get("input_name")!r}')
-    if problems:
-        raise UnsafeModelError(
-            f'{path}: invalid export metadata ({", ".join(problems)}); '
-            're-export the model with tools/deploy/export.py.')

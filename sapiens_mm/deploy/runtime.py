@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from mmengine.structures import InstanceData, PixelData
 
-from .export import read_metadata
+from .metadata import read_metadata
 from .safe_load import check_pt2_archive
 
 __all__ = [

@@ -36,7 +36,7 @@ class OneEuroFilter:
             to 4.0, for a speed in ``scale`` units per second.
         d_cutoff: Cutoff in Hz of the speed estimate. Defaults to 1.0.
 
-    The defaults (tests/test_tracking.py): for a 200 px tall person at
+    The defaults (tests/tracking/test_tracking.py): for a 200 px tall person at
     30 fps with 2 px keypoint noise they cut the frame-to-frame acceleration
     RMS to about 0.4 of the raw signal's, and follow a step of a tenth of
     the person's height to within 10 % in 2 frames.

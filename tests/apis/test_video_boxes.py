@@ -11,7 +11,7 @@ import torch
 from mmengine.config import Config
 
 from sapiens_mm.apis import SapiensInferencer
-from sapiens_mm.apis.inferencers.utils import PersonDetector
+from sapiens_mm.detection import PersonDetector
 from sapiens_mm.datasets.synthetic.video import write_crossing_video
 from sapiens_mm.tracking import bbox_iou
 

@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from sapiens_mm.apis.infer_cli import cli, main
+from sapiens_mm.cli.infer import cli, main
 
 ROOT = __import__('pathlib').Path(__file__).resolve().parents[2]
 SEG_TINY = ROOT / 'configs/seg/goliath/sapiens_tiny-200e_goliath-256x192.py'

@@ -10,8 +10,8 @@ from mmengine.config import Config
 from sapiens_mm.apis.inference import init_model
 from sapiens_mm.apis.inferencers.model_spec import (resolve_model,
                                                     task_of_checkpoint)
-from sapiens_mm.apis.model_zoo import ConfigMismatchError
-from sapiens_mm.deploy import UnsafeModelError, config_to_data
+from sapiens_mm.zoo import ConfigMismatchError
+from sapiens_mm.checkpoint import UnsafeModelError, config_to_data
 
 ROOT = __import__('pathlib').Path(__file__).resolve().parents[2]
 COCO_TINY = ROOT / 'configs/pose/coco/sapiens_tiny-210e_coco-256x192.py'
@@ -78,7 +78,7 @@ def test_stored_config_that_could_run_code_is_refused(tmp_path):
 
 
 def test_cli_runs_the_checkpoint_alone_and_speaks_flags(narrow, tmp_path):
-    from sapiens_mm.apis.infer_cli import cli
+    from sapiens_mm.cli.infer import cli
     root, _ = narrow
     img = tmp_path / 'photo.png'
     cv2.imwrite(str(img), np.full((64, 48, 3), 128, np.uint8))

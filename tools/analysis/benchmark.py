@@ -29,10 +29,10 @@ from sapiens_mm.apis.benchmark import (COMPILE_MODES, DTYPES,
                                        format_report, is_sapiens2_arch,
                                        result_to_json)
 from sapiens_mm.apis.inference import init_model
-from sapiens_mm.apis.model_zoo import config_root
+from sapiens_mm.zoo.model_zoo import config_root
 from sapiens_mm.models.backbones import (Sapiens2VisionTransformer,
                                          SapiensVisionTransformer)
-from sapiens_mm.utils import add_debug_argument, run_cli
+from sapiens_mm.cli import add_debug_argument, run_cli
 from sapiens_mm.utils.image_io import list_images
 from sapiens_mm.utils.sdpa import SDPA_BACKENDS
 

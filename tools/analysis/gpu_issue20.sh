@@ -5,7 +5,7 @@
 #
 #   setup     tools/analysis/gpu_stack.sh install (the carried .gpu_stack
 #             folder; pack it here first: bash tools/analysis/gpu_stack.sh pack)
-#   tests     tests/test_inference_speed.py on the GPU (CUDA-graph replay and
+#   tests     tests/analysis/test_inference_speed.py on the GPU (CUDA-graph replay and
 #             the CUDA attention kernels against eager / math)
 #   model     bf16 model-only rows, sapiens_0.3b and sapiens_1b at batch 1
 #             and 8, against stock mmpretrain (the README's table)
@@ -100,7 +100,7 @@ run_stage() {
       nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv || true
       MMCV_WHEEL_OUT="$OUT" bash tools/analysis/gpu_stack.sh install "$ROOT/.gpu_stack" ;;
     tests)
-      "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_inference_speed.py \
+      "$PYTHON" -m pytest -q -p no:cacheprovider tests/analysis/test_inference_speed.py \
         -k 'not compile_mode' ;;
     model|options|compile|sapiens2|e2e) "${DRIVER[@]}" "$1" ;;
     train) train_rows ;;

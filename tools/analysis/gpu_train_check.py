@@ -103,7 +103,7 @@ def _write_data(root: str, n: int, size, seed: int = 0) -> None:
 
 
 def _build_cfg(args, work_dir: str, data_root: str, launcher: str):
-    from sapiens_mm.apis.runner_cfg import build_train_cfg
+    from sapiens_mm.engine.runner_cfg import build_train_cfg
     options = {'model.backbone.init_cfg': None}
     if args.cpu_smoke:
         options.update({
@@ -203,7 +203,7 @@ def main(argv=None):
 
     import sapiens_mm  # noqa: F401
     from mmengine.dist import all_reduce, get_rank
-    from sapiens_mm.apis.runner_cfg import build_runner
+    from sapiens_mm.engine.runner_cfg import build_runner
     hook_cls = _register_hook()
 
     work_dir = args.work_dir or osp.join('work_dirs', 'gpu_train_check')

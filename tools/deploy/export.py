@@ -5,7 +5,7 @@
 
 See ``python tools/deploy/export.py --help`` and the README, "Deployment".
 """
-from sapiens_mm.deploy.cli import cli
+from sapiens_mm.cli.deploy import cli
 
 if __name__ == '__main__':
     cli(prog='tools/deploy/export.py')

@@ -11,12 +11,12 @@
 """
 from .base_task_inferencer import BaseTaskInferencer
 from .dense_inferencer import DENSE_TASKS, DenseInferencer
-from .model_spec import ResolvedModel, resolve_model, resolve_models
+from .model_spec import ResolvedModel, resolve_model, resolve_models, task_of_checkpoint
 from .pose_inferencer import PoseInferencer
 from .sapiens_inferencer import SapiensInferencer
 
 __all__ = [
     'BaseTaskInferencer', 'DenseInferencer', 'PoseInferencer',
     'SapiensInferencer', 'DENSE_TASKS', 'ResolvedModel', 'resolve_model',
-    'resolve_models'
+    'resolve_models', 'task_of_checkpoint'
 ]

@@ -4,8 +4,7 @@ steps on images, the model (eager, built by
 pipeline and the batched forward pass."""
 import os.path as osp
 from pathlib import Path
-from typing import (Callable, Iterator, List, Mapping, Optional, Sequence,
-                    Tuple, Union)
+from typing import Callable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import cv2
 import numpy as np
@@ -16,16 +15,23 @@ from mmengine.infer import BaseInferencer
 from mmengine.logging import print_log
 from mmengine.registry import DefaultScope
 
+from sapiens_mm.datasets.dataset_meta import dataset_meta_of_config
+from sapiens_mm.deploy.runtime import ExportedModel, is_exported_model
+from sapiens_mm.tasks import TASK_SCOPES, task_of_config
 from sapiens_mm.utils.image_io import UnreadableImageError
+from sapiens_mm.zoo import SapiensModelInfo
 
-from ..inference import (DTYPES, TASK_SCOPES, autocast, check_batch_size,
-                         inference_pipeline, init_model, load_config,
-                         task_of_config)
-from ..model_zoo import SapiensModelInfo
+from ..inference import (
+    autocast,
+    check_batch_size,
+    inference_pipeline,
+    init_model,
+    load_config,
+    resolve_device_and_dtype,
+)
 from .model_spec import resolve_model
 from .utils.display import StopRequested, show_images
-from .utils.sources import (Frame, InputsType, Source, collect_sources,
-                            iter_frames)
+from .utils.sources import Frame, InputsType, Source, collect_sources, iter_frames
 from .utils.writers import write_png
 
 __all__ = ['BaseTaskInferencer']
@@ -142,21 +148,14 @@ UnreadableImageError` naming the file. Videos and webcams are for
                 'DenseInferencer'
             raise ValueError(f'{model if model is not None else weights} is '
                              f'a {self.task} model: run it with {runner}.')
-        if device is None:
-            device = 'cuda' if torch.cuda.is_available() else 'cpu'
-        if isinstance(dtype, str):
-            if dtype not in DTYPES:
-                raise ValueError(f'dtype must be "fp32", "bf16" or "fp16", '
-                                 f'got {dtype!r}.')
-            dtype = DTYPES[dtype]
-        self.device, self.dtype, self.info = torch.device(device), dtype, info
+        self.device, self.dtype = resolve_device_and_dtype(device, dtype)
+        self.info = info
         self.scope = TASK_SCOPES[self.task]
         self.show_progress = show_progress
         self.collate_fn: Callable = pseudo_collate
         self.visualizer = None  # drawn by sapiens_mm.visualization instead
         self.checkpoint = str(weights) if isinstance(
             weights, (str, Path)) else None
-        from sapiens_mm.deploy.runtime import is_exported_model
         self.exported = self.checkpoint is not None and is_exported_model(
             self.checkpoint)
         self.pipeline = self._init_pipeline(cfg)
@@ -195,9 +194,7 @@ UnreadableImageError` naming the file. Videos and webcams are for
             return Compose(inference_pipeline(cfg))
 
     def _init_exported(self, cfg: Config) -> None:
-        from sapiens_mm.deploy import ExportedModel
 
-        from ..inference import dataset_meta_of_config
         if self.dtype != torch.float32:
             raise ValueError(
                 f'{self.checkpoint} is an exported float32 model: run it '

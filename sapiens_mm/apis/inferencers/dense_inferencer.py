@@ -6,19 +6,21 @@ from typing import List, Optional, Sequence
 import numpy as np
 import torch
 
-from sapiens_mm.visualization import (colorize_albedo, draw_depth,
-                                      draw_normal, draw_seg)
+from sapiens_mm.deploy.runtime import postprocess_dense
+from sapiens_mm.tasks import DENSE_TASKS
+from sapiens_mm.visualization import (
+    colorize_albedo,
+    draw_depth,
+    draw_normal,
+    draw_seg,
+)
 
-from ..inference import TASKS
 from .base_task_inferencer import BaseTaskInferencer
 from .utils.sources import Frame, Source
 from .utils.writers import write_npy, write_png
 
 __all__ = ['DenseInferencer', 'DENSE_TASKS']
 
-#: The dense tasks, in the order the composite inferencer runs them (seg
-#: first: it masks the others).
-DENSE_TASKS = tuple(t for t in TASKS if t != 'pose')
 
 
 class DenseInferencer(BaseTaskInferencer):
@@ -66,9 +68,11 @@ class DenseInferencer(BaseTaskInferencer):
         if str(self.cfg.model.get('type', '')).endswith(
                 'Sapiens2DenseEstimator'):
             # Sapiens2 normal / pointmap / albedo: the estimator's steps
-            from sapiens_mm.models.estimators import (SapiensDenseEstimator,
-                                                      finish_prediction,
-                                                      prediction_fields)
+            from sapiens_mm.models.estimators import (
+                SapiensDenseEstimator,
+                finish_prediction,
+                prediction_fields,
+            )
             out = torch.from_numpy(np.asarray(output, np.float32))
             for i, sample in enumerate(data_samples):
                 meta = sample.metainfo
@@ -76,7 +80,6 @@ class DenseInferencer(BaseTaskInferencer):
                 sample.set_data(prediction_fields(self.task, finish_prediction(
                     self.task, pred, meta['ori_shape'], align_corners)))
             return list(data_samples)
-        from sapiens_mm.deploy import postprocess_dense
         return postprocess_dense(
             self.task, output, self.model.input_size, data_samples,
             align_corners)

@@ -8,11 +8,11 @@ config are read from the file.
 
 A checkpoint alone is built with, in this order of preference: the config it
 carries as data (checkpoints saved by ``tools/train.py`` and ``make demo``;
-see :func:`~sapiens_mm.apis.model_zoo.checkpoint_config`), or the shipped
-config of the task and size told by its official file name or, failing
-that, its weights. The weights must then fit that shipped config; if they do
-not, the error names the config options that differ
-(:class:`~sapiens_mm.apis.model_zoo.ConfigMismatchError`).
+see :func:`~sapiens_mm.zoo.checkpoint_config`), or the shipped config of
+the task and size told by its official file name or, failing that, its
+weights. The weights must then fit that shipped config; if they do not, the
+error names the config options that differ
+(:class:`~sapiens_mm.zoo.ConfigMismatchError`).
 """
 import os.path as osp
 from dataclasses import dataclass
@@ -22,11 +22,20 @@ from typing import Dict, Mapping, Optional, Sequence, Union
 from mmengine.config import Config
 
 from sapiens_mm.checkpoint import get_state_dict, load_file
+from sapiens_mm.deploy.metadata import read_metadata
+from sapiens_mm.deploy.runtime import is_exported_model
+from sapiens_mm.deploy.safe_load import config_from_data
+from sapiens_mm.tasks import TASKS, task_of_config
+from sapiens_mm.zoo import (
+    ConfigMismatchError,
+    SapiensModelInfo,
+    checkpoint_config,
+    config_mismatches,
+    parse_checkpoint_name,
+    recognize_state_dict,
+)
 
-from ..inference import TASK_SCOPES, load_config, task_of_config
-from ..model_zoo import (ConfigMismatchError, SapiensModelInfo,
-                         checkpoint_config, config_mismatches,
-                         parse_checkpoint_name, recognize_state_dict)
+from ..inference import load_config
 
 __all__ = [
     'ModelSpec', 'ResolvedModel', 'resolve_model', 'resolve_models',
@@ -63,14 +72,37 @@ class ResolvedModel:
 
 
 def _check_task(task: Optional[str], where: str) -> None:
-    if task is not None and task not in TASK_SCOPES:
+    if task is not None and task not in TASKS:
         raise ValueError(f'Unknown task {task!r} in {where}; use one of '
-                         f'{", ".join(TASK_SCOPES)}.')
+                         f'{", ".join(TASKS)}.')
+
+
+def task_of_checkpoint(path: Union[str, Path]) -> str:
+    """The task of a checkpoint file, as :func:`resolve_model` builds it: an
+    exported model's metadata, else the config a checkpoint carries as data,
+    else the model zoo's recognition (official name, then weights).
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: An exported file without valid metadata.
+        UnrecognizedCheckpointError: The task cannot be told.
+        UnsafeModelError: A stored config that could run code.
+    """
+    path = str(path)
+    if is_exported_model(path):
+        return read_metadata(path)['task']
+    info = parse_checkpoint_name(path)
+    if info is not None:
+        return info.task
+    loaded = load_file(path)
+    cfg = checkpoint_config(loaded, path)
+    if cfg is not None:
+        return task_of_config(cfg)
+    return recognize_state_dict(get_state_dict(loaded), source=path).task
 
 
 def _resolve_exported(checkpoint: str, config,
                       task_hint: Optional[str]) -> ResolvedModel:
-    from sapiens_mm.deploy import config_from_data, read_metadata
     meta = read_metadata(checkpoint)
     # data only: a stored config is never executed
     cfg = config_from_data(meta.get('config'), checkpoint) if config is None \
@@ -127,7 +159,6 @@ def resolve_model(spec: ModelSpec,
         checkpoint = osp.expanduser(str(checkpoint))
         if not osp.isfile(checkpoint):
             raise FileNotFoundError(f'Checkpoint not found: {checkpoint}')
-        from sapiens_mm.deploy.runtime import is_exported_model
         if is_exported_model(checkpoint):
             return _resolve_exported(checkpoint, config, task_hint)
     state_dict = info = None
@@ -156,29 +187,6 @@ def resolve_model(spec: ModelSpec,
     return ResolvedModel(task, cfg, checkpoint, state_dict, info)
 
 
-def task_of_checkpoint(path: str) -> str:
-    """The task of a checkpoint or exported model file, as
-    :func:`resolve_model` would build it: an exported model's metadata, the
-    config a checkpoint carries as data, else its official name or weights.
-
-    Raises:
-        UnrecognizedCheckpointError: The task cannot be told.
-        UnsafeModelError: A stored config that could run code.
-    """
-    from sapiens_mm.deploy.runtime import is_exported_model
-    if is_exported_model(path):
-        from sapiens_mm.deploy import read_metadata
-        return read_metadata(path)['task']
-    info = parse_checkpoint_name(path)
-    if info is not None:
-        return info.task
-    loaded = load_file(str(path))
-    cfg = checkpoint_config(loaded, str(path))
-    if cfg is not None:
-        return task_of_config(cfg)
-    return recognize_state_dict(get_state_dict(loaded), str(path)).task
-
-
 def resolve_models(
     models: Union[Mapping[str, ModelSpec], Sequence[ModelSpec], ModelSpec],
     tasks: Optional[Sequence[str]] = None
@@ -198,10 +206,10 @@ def resolve_models(
     """
     if tasks is not None:
         tasks = (tasks, ) if isinstance(tasks, str) else tuple(tasks)
-        bad = [t for t in tasks if t not in TASK_SCOPES]
+        bad = [t for t in tasks if t not in TASKS]
         if bad:
             raise ValueError(f'Unknown task(s) {bad}; choose from '
-                             "'pose', 'seg', 'depth', 'normal'.")
+                             f'{", ".join(TASKS)}.')
     if isinstance(models, Mapping) and not (set(models) & {'config',
                                                            'checkpoint'}):
         items = list(models.items())

@@ -1,5 +1,6 @@
 """Top-down pose estimation: person boxes, crops, heatmaps, keypoints."""
 import os.path as osp
+import warnings
 from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -10,20 +11,50 @@ from mmpose.datasets.transforms import TopdownAffine
 from mmpose.structures import PoseDataSample, merge_data_samples
 
 from sapiens_mm.codecs import as_batch_decoder
+from sapiens_mm.deploy.runtime import postprocess_pose
+from sapiens_mm.detection import (
+    PersonDetector,
+    boxes_per_input,
+    build_person_detector,
+    select_person_boxes,
+)
 from sapiens_mm.visualization import SkeletonStyle, draw_openpose, draw_pose
+from sapiens_mm.zoo import SapiensModelInfo
 
 from ..inference import skeleton_name
-from ..model_zoo import SapiensModelInfo
-from .base_task_inferencer import (BaseTaskInferencer, ModelType,
-                                   WeightsType)
-from .utils.person_detector import (PersonDetector, boxes_per_input,
-                                    build_person_detector,
-                                    select_person_boxes)
+from .base_task_inferencer import BaseTaskInferencer, ModelType, WeightsType
 from .utils.sources import Frame, Source
 from .utils.writers import write_json
 
-__all__ = ['PoseInferencer']
+__all__ = ['PoseInferencer', 'detector_arguments']
 
+
+
+def detector_arguments(det_model, det_weights, det_cat_ids, det_config,
+                       det_checkpoint, det_cat_id) -> tuple:
+    """``(det_model, det_weights, det_cat_ids)`` with the deprecated
+    spellings ``det_config`` / ``det_checkpoint`` / ``det_cat_id`` folded in
+    (each with a ``DeprecationWarning``).
+
+    Raises:
+        ValueError: A value given under both spellings.
+    """
+    new = dict(det_model=det_model, det_weights=det_weights,
+               det_cat_ids=det_cat_ids)
+    defaults = dict(det_model=None, det_weights=None, det_cat_ids=0)
+    for old, name, value in (('det_config', 'det_model', det_config),
+                             ('det_checkpoint', 'det_weights',
+                              det_checkpoint),
+                             ('det_cat_id', 'det_cat_ids', det_cat_id)):
+        if value is None:
+            continue
+        warnings.warn(f'{old} is deprecated: use {name} (the name mmpose\'s '
+                      'Pose2DInferencer uses).', DeprecationWarning,
+                      stacklevel=3)
+        if new[name] != defaults[name]:
+            raise ValueError(f'Give {name} or {old}, not both.')
+        new[name] = value
+    return new['det_model'], new['det_weights'], new['det_cat_ids']
 
 class PoseInferencer(BaseTaskInferencer):
     """Sapiens pose on images, as mmpose's ``Pose2DInferencer``: person
@@ -49,12 +80,14 @@ class PoseInferencer(BaseTaskInferencer):
         dtype: Autocast precision.
         info: Model zoo facts of the checkpoint.
         detector: ``'hog'``, ``'haar'``, ``'none'`` or a
-            :class:`~.utils.person_detector.PersonDetector`; see
-            :func:`~.utils.person_detector.build_person_detector`.
-        det_config: mmdet detector config (takes priority over
-            ``detector``).
-        det_checkpoint: Its checkpoint.
-        det_cat_id: Person class index of the mmdet detector.
+            :class:`~sapiens_mm.detection.PersonDetector`; see
+            :func:`~sapiens_mm.detection.build_person_detector`.
+        det_model: mmdet detector config (takes priority over
+            ``detector``); the argument names are those of mmpose's
+            ``Pose2DInferencer``.
+        det_weights: Its checkpoint.
+        det_cat_ids: Person class index (or indices) of the mmdet
+            detector.
         bbox_thr: Minimum detector score of a person box.
         nms_thr: IoU threshold of the box NMS.
         kpt_thr: Keypoints below this score are not drawn.
@@ -62,6 +95,8 @@ class PoseInferencer(BaseTaskInferencer):
         whole_image_fallback: When the detector finds no one, use the whole
             image as the person box (``bbox_source='whole_image'``). False:
             such an image has no people (``bbox_source='none'``).
+        det_config, det_checkpoint, det_cat_id: Deprecated spellings of
+            ``det_model``, ``det_weights``, ``det_cat_ids``.
 
     Example:
         >>> from sapiens_mm.apis import PoseInferencer
@@ -87,15 +122,26 @@ class PoseInferencer(BaseTaskInferencer):
                  dtype: Union[torch.dtype, str] = torch.float32,
                  info: Optional[SapiensModelInfo] = None,
                  detector: Union[str, PersonDetector, None] = 'hog',
-                 det_config=None,
-                 det_checkpoint: Optional[str] = None,
-                 det_cat_id: int = 0,
+                 det_model=None,
+                 det_weights: Optional[str] = None,
+                 det_cat_ids: Union[int, Sequence[int]] = 0,
                  bbox_thr: float = 0.3,
                  nms_thr: float = 0.3,
                  kpt_thr: float = 0.3,
                  show_progress: bool = True,
-                 whole_image_fallback: bool = True) -> None:
-        super().__init__(model, weights, device, dtype, info,
+                 whole_image_fallback: bool = True,
+                 *,
+                 det_config=None,
+                 det_checkpoint: Optional[str] = None,
+                 det_cat_id: Optional[int] = None) -> None:
+        det_model, det_weights, det_cat_ids = detector_arguments(
+            det_model, det_weights, det_cat_ids, det_config, det_checkpoint,
+            det_cat_id)
+        super().__init__(model=model,
+                         weights=weights,
+                         device=device,
+                         dtype=dtype,
+                         info=info,
                          show_progress=show_progress)
         if not self.exported:  # decode all crops at once, on the device
             self.model.head.decoder = as_batch_decoder(self.model.head.decoder)
@@ -103,9 +149,9 @@ class PoseInferencer(BaseTaskInferencer):
             from mmpose.registry import KEYPOINT_CODECS
             with DefaultScope.overwrite_default_scope('mmpose'):
                 self.codec = KEYPOINT_CODECS.build(self.cfg.model.head.decoder)
-        self.detector = build_person_detector(detector, det_config,
-                                              det_checkpoint, str(self.device),
-                                              det_cat_id)
+        self.detector = build_person_detector(detector, det_model,
+                                              det_weights, str(self.device),
+                                              det_cat_ids)
         self.bbox_thr, self.nms_thr, self.kpt_thr = bbox_thr, nms_thr, kpt_thr
         self.whole_image_fallback = bool(whole_image_fallback)
 
@@ -125,7 +171,6 @@ class PoseInferencer(BaseTaskInferencer):
         return tuple(size[0]) if size else None
 
     def decode_exported(self, output, data_samples: list) -> list:
-        from sapiens_mm.deploy import postprocess_pose
         return postprocess_pose(
             output, data_samples, self.codec,
             self.cfg.model.get('test_cfg', {}).get('output_keypoint_indices'))

@@ -27,8 +27,18 @@ Example:
 """
 import os.path as osp
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import (Dict, Iterable, Iterator, List, Literal, Mapping,
-                    Optional, Sequence, Tuple, Union)
+from typing import (
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 import cv2
 import numpy as np
@@ -37,26 +47,35 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 from tqdm import tqdm
 
-from sapiens_mm.datasets.keypoint_formats import (EXPORT_FORMATS,
-                                                  convert_pose_record)
-from sapiens_mm.tracking import (DepthStabilizer, NormalStabilizer,
-                                 PoseTracker, bboxes_from_keypoints)
-from sapiens_mm.utils.foreground import (person_cutouts, rgba_cutout,
-                                         soft_foreground)
+from sapiens_mm.datasets.keypoint_formats import EXPORT_FORMATS, convert_pose_record
+from sapiens_mm.detection import PersonDetector, boxes_per_input
+from sapiens_mm.tasks import MAP_TASKS, TASKS, Task
+from sapiens_mm.tracking import (
+    DepthStabilizer,
+    NormalStabilizer,
+    PoseTracker,
+    bboxes_from_keypoints,
+)
+from sapiens_mm.utils.foreground import person_cutouts, rgba_cutout, soft_foreground
 from sapiens_mm.utils.pointcloud import write_ply
 from sapiens_mm.visualization import SKELETON_STYLES, SkeletonStyle
+from sapiens_mm.zoo import SapiensModelInfo
 
-from ..inference import DTYPES, TASKS, Task, check_batch_size
-from ..model_zoo import SapiensModelInfo
+from ..inference import check_batch_size, resolve_device_and_dtype
 from .base_task_inferencer import BaseTaskInferencer
 from .dense_inferencer import DENSE_TASKS, DenseInferencer
 from .model_spec import ModelSpec, resolve_models
-from .pose_inferencer import PoseInferencer
+from .pose_inferencer import PoseInferencer, detector_arguments
 from .utils.display import StopRequested, display_problem, show_images
-from .utils.person_detector import PersonDetector, boxes_per_input
 from .utils.prefetch import in_background
-from .utils.sources import (Frame, InputsType, Source, collect_sources,
-                            count_frames, iter_frames)
+from .utils.sources import (
+    Frame,
+    InputsType,
+    Source,
+    collect_sources,
+    count_frames,
+    iter_frames,
+)
 from .utils.writers import VideoWriters, write_json, write_npy, write_png
 
 __all__ = ['SapiensInferencer']
@@ -126,15 +145,18 @@ class SapiensInferencer:
         compile: ``torch.compile`` each model's backbone (the first batch at
             each input size pays for the compilation; needs a C++ compiler
             on CPU). Outputs match eager within float rounding (see
-            ``tests/test_fast_inference.py``). Defaults to False.
+            ``tests/apis/test_fast_inference.py``). Defaults to False.
         detector: Person detector of the pose task when no mmdet config is
             given: ``'hog'`` (OpenCV HOG pedestrian detector, the default),
             ``'haar'`` (OpenCV full-body cascade), ``'none'`` or a
-            :class:`~sapiens_mm.apis.inferencers.utils.PersonDetector`.
-        det_config: mmdet detector config (takes priority over
-            ``detector``), e.g. the official RTMDet-m person detector.
-        det_checkpoint: Its checkpoint.
-        det_cat_id: Person class index of the mmdet detector. Defaults to 0.
+            :class:`~sapiens_mm.detection.PersonDetector`.
+        det_model: mmdet detector config (takes priority over
+            ``detector``), e.g. the official RTMDet-m person detector; the
+            detector arguments are named as in mmpose's
+            ``Pose2DInferencer``.
+        det_weights: Its checkpoint.
+        det_cat_ids: Person class index (or indices) of the mmdet detector.
+            Defaults to 0.
         bbox_thr: Minimum detector score of a person box. Defaults to 0.3.
         nms_thr: IoU threshold of the box NMS. Defaults to 0.3.
         kpt_thr: Keypoints below this score are not drawn. Defaults to 0.3.
@@ -166,6 +188,8 @@ class SapiensInferencer:
             image, run pose on the whole image (the default; said once per
             call, as the pose may then be drawn on no one). False: no pose
             for such images.
+        det_config, det_checkpoint, det_cat_id: Deprecated spellings of
+            ``det_model``, ``det_weights``, ``det_cat_ids``.
 
     Person boxes come from, in order: boxes given to ``__call__``; else the
     detector (score >= ``bbox_thr``, NMS; on video every ``det_interval``
@@ -195,9 +219,9 @@ class SapiensInferencer:
                  dtype: Literal['fp32', 'bf16', 'fp16'] = 'fp32',
                  compile: bool = False,
                  detector: Union[str, PersonDetector, None] = 'hog',
-                 det_config: Optional[Union[str, Config]] = None,
-                 det_checkpoint: Optional[str] = None,
-                 det_cat_id: int = 0,
+                 det_model: Optional[Union[str, Config]] = None,
+                 det_weights: Optional[str] = None,
+                 det_cat_ids: Union[int, Sequence[int]] = 0,
                  bbox_thr: float = 0.3,
                  nms_thr: float = 0.3,
                  kpt_thr: float = 0.3,
@@ -207,21 +231,15 @@ class SapiensInferencer:
                  tracker_cfg: Optional[dict] = None,
                  stabilize_dense: bool = False,
                  stabilize_alpha: float = 0.5,
-                 whole_image_fallback: bool = True) -> None:
-        if device is None:
-            device = 'cuda' if torch.cuda.is_available() else 'cpu'
-        self.device = torch.device(device)
-        if self.device.type == 'cuda' and not torch.cuda.is_available():
-            raise RuntimeError(f'device={device!r} but CUDA is not available;'
-                               ' use device="cpu".')
-        if dtype not in DTYPES:
-            raise ValueError(f'dtype must be "fp32", "bf16" or "fp16", got '
-                             f'{dtype!r}.')
-        self.dtype = DTYPES[dtype]
-        if self.dtype == torch.float16 and self.device.type == 'cpu':
-            print_log('fp16 on CPU is slow and not more accurate; bf16 is the '
-                      'usual reduced precision there.', logger='current',
-                      level=30)
+                 whole_image_fallback: bool = True,
+                 *,
+                 det_config: Optional[Union[str, Config]] = None,
+                 det_checkpoint: Optional[str] = None,
+                 det_cat_id: Optional[int] = None) -> None:
+        det_model, det_weights, det_cat_ids = detector_arguments(
+            det_model, det_weights, det_cat_ids, det_config, det_checkpoint,
+            det_cat_id)
+        self.device, self.dtype = resolve_device_and_dtype(device, dtype)
         self.batch_size = self.check_batch_size(batch_size)
         resolved = resolve_models(models, tasks)
         #: The single-task inferencers, in :data:`TASKS` order.
@@ -232,14 +250,26 @@ class SapiensInferencer:
             spec = resolved[task]
             if task == 'pose':
                 self.task_inferencers[task] = PoseInferencer(
-                    spec.cfg, spec.weights, self.device, self.dtype,
-                    spec.info, detector, det_config, det_checkpoint,
-                    det_cat_id, bbox_thr, nms_thr, kpt_thr,
+                    model=spec.cfg,
+                    weights=spec.weights,
+                    device=self.device,
+                    dtype=self.dtype,
+                    info=spec.info,
+                    detector=detector,
+                    det_model=det_model,
+                    det_weights=det_weights,
+                    det_cat_ids=det_cat_ids,
+                    bbox_thr=bbox_thr,
+                    nms_thr=nms_thr,
+                    kpt_thr=kpt_thr,
                     whole_image_fallback=whole_image_fallback)
             else:
                 self.task_inferencers[task] = DenseInferencer(
-                    spec.cfg, spec.weights, self.device, self.dtype,
-                    spec.info)
+                    model=spec.cfg,
+                    weights=spec.weights,
+                    device=self.device,
+                    dtype=self.dtype,
+                    info=spec.info)
         self.tasks = tuple(self.task_inferencers)
         if compile:
             for ti in self.task_inferencers.values():
@@ -379,10 +409,22 @@ class SapiensInferencer:
         collects them in a list (use :meth:`stream` for webcams and long
         videos)."""
         return list(
-            self.stream(inputs, out_dir, batch_size, bboxes, return_vis,
-                        return_datasamples, no_save_pred, no_save_vis, show,
-                        wait_time, draw_bbox, max_frames, show_progress,
-                        skeleton_style, export_formats, save_mask))
+            self.stream(inputs,
+                        out_dir=out_dir,
+                        batch_size=batch_size,
+                        bboxes=bboxes,
+                        return_vis=return_vis,
+                        return_datasamples=return_datasamples,
+                        no_save_pred=no_save_pred,
+                        no_save_vis=no_save_vis,
+                        show=show,
+                        wait_time=wait_time,
+                        draw_bbox=draw_bbox,
+                        max_frames=max_frames,
+                        show_progress=show_progress,
+                        skeleton_style=skeleton_style,
+                        export_formats=export_formats,
+                        save_mask=save_mask))
 
     def stream(self,
                inputs: InputsType,
@@ -667,7 +709,7 @@ class SapiensInferencer:
         for pred in preds:  # the person foreground masks the dense outputs
             if 'seg' in pred:
                 background = pred['seg'] == 0
-                for task in ('depth', 'normal', 'pointmap', 'albedo'):
+                for task in MAP_TASKS:
                     if task in pred:
                         pred[task][background] = np.nan
         ready = {}

@@ -17,322 +17,25 @@ figure carries:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._random import Cumulative, FastRandom
+from ._random import FastRandom
+from .appearance import Appearance, Outfit, sample_outfit
 from .metadata import class_id
-
-# --------------------------------------------------------------------------
-# rotations
-
-
-def rx(a: float) -> np.ndarray:
-    """Rotation about x by ``a`` radians."""
-    c, s = math.cos(a), math.sin(a)
-    return np.array(((1.0, 0.0, 0.0), (0.0, c, -s), (0.0, s, c)))
-
-
-def ry(a: float) -> np.ndarray:
-    """Rotation about y by ``a`` radians."""
-    c, s = math.cos(a), math.sin(a)
-    return np.array(((c, 0.0, s), (0.0, 1.0, 0.0), (-s, 0.0, c)))
-
-
-def rz(a: float) -> np.ndarray:
-    """Rotation about z by ``a`` radians."""
-    c, s = math.cos(a), math.sin(a)
-    return np.array(((c, -s, 0.0), (s, c, 0.0), (0.0, 0.0, 1.0)))
-
-
-def rz_batch(a: np.ndarray) -> np.ndarray:
-    """Rotations about z by the angles ``a`` (n,), shape (n, 3, 3)."""
-    c, s = np.cos(a), np.sin(a)
-    R = np.zeros((len(a), 3, 3))
-    R[:, 0, 0], R[:, 0, 1], R[:, 1, 0], R[:, 1, 1] = c, -s, s, c
-    R[:, 2, 2] = 1.0
-    return R
-
-
-def rx_batch(a: np.ndarray) -> np.ndarray:
-    """Rotations about x by the angles ``a`` (n,), shape (n, 3, 3)."""
-    c, s = np.cos(a), np.sin(a)
-    R = np.zeros((len(a), 3, 3))
-    R[:, 1, 1], R[:, 1, 2], R[:, 2, 1], R[:, 2, 2] = c, -s, s, c
-    R[:, 0, 0] = 1.0
-    return R
-
-
-# --------------------------------------------------------------------------
-# pose space
-
-#: Joint limits in degrees (``l_``/``r_`` joints share the limits of their
-#: un-prefixed name).  ``grip`` (finger curl) is in [0, 1].
-JOINT_LIMITS: Dict[str, Tuple[float, float]] = {
-    'pelvis_pitch': (-10, 25), 'spine_fwd': (-20, 50), 'spine_lat': (-25, 25),
-    'spine_twist': (-35, 35), 'neck_pitch': (-40, 45), 'neck_yaw': (-70, 70),
-    'neck_roll': (-30, 30), 'sh_abd': (-15, 170), 'sh_flex': (-55, 175),
-    'sh_twist': (-70, 70), 'elbow': (0, 150), 'wr_flex': (-60, 60),
-    'wr_dev': (-20, 30), 'hip_flex': (-25, 125), 'hip_abd': (-15, 50),
-    'hip_twist': (-35, 35), 'knee': (0, 150), 'ankle': (-25, 45),
-    'grip': (0, 1), 'thumb': (0, 1),
-}
-_SIDED = ('sh_abd', 'sh_flex', 'sh_twist', 'elbow', 'wr_flex', 'wr_dev',
-          'hip_flex', 'hip_abd', 'hip_twist', 'knee', 'ankle', 'grip',
-          'thumb')
-_CENTRAL = ('pelvis_pitch', 'spine_fwd', 'spine_lat', 'spine_twist',
-            'neck_pitch', 'neck_yaw', 'neck_roll')
-_ODD = ('spine_lat', 'spine_twist', 'neck_yaw', 'neck_roll')  # flip sign
-
-
-def _pose(**kw) -> Dict[str, float]:
-    """Expand a base pose: ``x=v`` sets both sides, ``l_x``/``r_x`` one."""
-    out: Dict[str, float] = {}
-    for k, v in kw.items():
-        if k in _SIDED:
-            out['l_' + k] = out['r_' + k] = v
-        else:
-            out[k] = v
-    return out
-
-
-#: Base poses (degrees) the sampler perturbs.
-BASE_POSES: Dict[str, Dict[str, float]] = {
-    'stand': _pose(sh_abd=10, elbow=10, grip=0.3),
-    'relaxed': _pose(sh_abd=12, sh_flex=10, elbow=35, hip_abd=8, grip=0.5,
-                     l_hip_flex=8, l_knee=12),
-    'walk': _pose(l_hip_flex=25, r_hip_flex=-12, l_knee=8, r_knee=30,
-                  l_sh_flex=-25, r_sh_flex=25, sh_abd=8, elbow=20, grip=0.4),
-    'run': _pose(l_hip_flex=60, r_hip_flex=-15, l_knee=70, r_knee=95,
-                 l_sh_flex=-45, r_sh_flex=55, sh_abd=12, elbow=90,
-                 spine_fwd=12, grip=0.8, r_ankle=30),
-    'arms_up': _pose(sh_abd=155, elbow=15, hip_abd=6, grip=0.1),
-    't_pose': _pose(sh_abd=90, elbow=5, hip_abd=5, grip=0.1),
-    'wave': _pose(l_sh_abd=100, l_sh_twist=-60, l_elbow=95, r_sh_abd=10,
-                  r_elbow=15, grip=0.15),
-    'reach': _pose(l_sh_flex=110, r_sh_flex=20, l_elbow=10, r_elbow=30,
-                   spine_fwd=10, grip=0.3, sh_abd=10),
-    'squat': _pose(hip_flex=105, knee=120, hip_abd=20, spine_fwd=25,
-                   sh_flex=70, elbow=30, grip=0.5),
-    'lunge': _pose(l_hip_flex=75, l_knee=85, r_hip_flex=-20, r_knee=15,
-                   sh_abd=15, elbow=25, grip=0.5),
-    'kneel': _pose(l_hip_flex=85, l_knee=90, r_hip_flex=0, r_knee=95,
-                   sh_abd=10, elbow=30, grip=0.5),
-    'bend': _pose(pelvis_pitch=20, spine_fwd=45, sh_flex=70, elbow=20,
-                  knee=10, grip=0.4),
-    'hands_on_hips': _pose(sh_abd=45, sh_flex=-20, sh_twist=50, elbow=110,
-                           grip=0.6),
-    'arms_crossed': _pose(sh_flex=45, sh_abd=-5, sh_twist=-60, elbow=120,
-                          grip=0.7),
-}
-_BASE_WEIGHTS = {'stand': 3, 'relaxed': 2, 'walk': 3, 'run': 1.5,
-                 'arms_up': 1, 't_pose': 0.5, 'wave': 1, 'reach': 1,
-                 'squat': 0.8, 'lunge': 0.8, 'kneel': 0.6, 'bend': 0.6,
-                 'hands_on_hips': 0.8, 'arms_crossed': 0.6, 'random': 1.0}
-
-
-_BASE_CUM = Cumulative.of(list(_BASE_WEIGHTS.values()))
-_POSE_KEYS = list(_CENTRAL) + ['l_' + k for k in _SIDED] + \
-    ['r_' + k for k in _SIDED]
-
-
-def _limits(name: str) -> Tuple[float, float]:
-    """Joint limits of a (possibly side-prefixed) joint name."""
-    key = name[2:] if name[:2] in ('l_', 'r_') else name
-    return JOINT_LIMITS[key]
-
-
-_KEY_INDEX = {k: i for i, k in enumerate(_POSE_KEYS)}
-_LO = np.array([_limits(k)[0] for k in _POSE_KEYS], float)
-_HI = np.array([_limits(k)[1] for k in _POSE_KEYS], float)
-_SD = np.array([0.15 if k.endswith(('grip', 'thumb')) else
-                14.0 if k.startswith('neck') else 9.0 for k in _POSE_KEYS])
-_BASE_VECS = {n: np.array([p.get(k, 0.0) for k in _POSE_KEYS])
-              for n, p in BASE_POSES.items()}
-_MIRROR = np.array([_KEY_INDEX['r_' + k[2:]] if k.startswith('l_') else
-                    _KEY_INDEX['l_' + k[2:]] if k.startswith('r_') else i
-                    for i, k in enumerate(_POSE_KEYS)])
-_MIRROR_SIGN = np.array([-1.0 if k in _ODD else 1.0 for k in _POSE_KEYS])
-_HIP_FLEX = [_KEY_INDEX['l_hip_flex'], _KEY_INDEX['r_hip_flex']]
-#: degrees -> radians for angles, 1 for the unitless grip / thumb
-_TO_RAD = np.where([k.endswith(('grip', 'thumb')) for k in _POSE_KEYS], 1.0,
-                   np.pi / 180)
-
-
-def _sample_pose_vec(rng: FastRandom) -> np.ndarray:
-    """Joint angles in :data:`_POSE_KEYS` order (see :func:`sample_pose`)."""
-    names = list(_BASE_WEIGHTS)
-    base_name = names[rng.choice(len(names), p=_BASE_CUM)]
-    n = len(_POSE_KEYS)
-    if base_name == 'random':
-        v = (_LO + _HI) / 2 + (_HI - _LO) / 2 * 0.7 * (
-            2 * rng.random(size=n) - 1)
-        v[_HIP_FLEX] = 0.0  # keep a stance
-    else:
-        v = _BASE_VECS[base_name] + _SD * rng.standard_normal(size=n)
-    v[_KEY_INDEX['neck_yaw']] += 20.0 * rng.standard_normal()
-    if rng.random() < 0.5:  # mirror left <-> right
-        v = v[_MIRROR] * _MIRROR_SIGN
-    return np.clip(v, _LO, _HI)
-
-
-def sample_pose(rng: Union[np.random.Generator, FastRandom]
-                ) -> Dict[str, float]:
-    """Sample joint angles (degrees; ``grip``/``thumb`` in [0, 1]).
-
-    A base pose is drawn from :data:`BASE_POSES` (or uniformly within a
-    shrunk joint range), perturbed with Gaussian noise, possibly mirrored and
-    finally clipped to :data:`JOINT_LIMITS`.
-
-    Args:
-        rng: Random generator (numpy or :class:`FastRandom`).
-
-    Returns:
-        Mapping joint name -> angle, covering every joint of the figure.
-    """
-    if not isinstance(rng, FastRandom):
-        rng = FastRandom(rng)
-    return dict(zip(_POSE_KEYS, _sample_pose_vec(rng).tolist()))
-
-
-# --------------------------------------------------------------------------
-# appearance
-
-_SKIN = np.array([[255, 224, 196], [241, 194, 167], [224, 172, 138],
-                  [198, 134, 98], [161, 102, 70], [122, 78, 52],
-                  [92, 58, 40], [70, 45, 32]], float) / 255
-_HAIR = np.array([[22, 18, 16], [45, 30, 20], [75, 50, 30], [110, 75, 45],
-                  [190, 160, 100], [130, 55, 25], [140, 140, 140],
-                  [215, 215, 210]], float) / 255
-_HAIR_P = np.array([5, 4, 3, 2, 1.5, 0.7, 0.6, 0.3])
-_HAIR_CUM = Cumulative.of(_HAIR_P)
-_SLEEVE_CUM = Cumulative.of([0.15, 0.4, 0.1, 0.35])
-_LENGTH_CUM = Cumulative.of([0.25, 0.1, 0.65])
-_EYES = np.array([[40, 25, 15], [70, 45, 25], [60, 90, 120],
-                  [70, 100, 60]], float) / 255
-
-
-def _hsv(h: float, s: float, v: float) -> np.ndarray:
-    """HSV (all in [0, 1]) to RGB."""
-    i = int(h * 6) % 6
-    f = h * 6 - int(h * 6)
-    p, q, t = v * (1 - s), v * (1 - f * s), v * (1 - (1 - f) * s)
-    return np.array([(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v),
-                     (v, p, q)][i])
-
-
-def _cloth_colour(rng: FastRandom) -> np.ndarray:
-    """A plausible garment colour: neutrals, denim or a random hue."""
-    r = rng.random()
-    if r < 0.25:  # black / grey / white
-        return np.full(3, rng.choice([0.08, 0.2, 0.45, 0.75, 0.92])) + \
-            0.03 * rng.standard_normal(size=3)
-    if r < 0.4:  # denim / navy
-        return _hsv(0.6 + 0.03 * rng.standard_normal(), rng.uniform(0.4, 0.7),
-                    rng.uniform(0.2, 0.6))
-    return _hsv(rng.random(), rng.uniform(0.2, 0.9), rng.uniform(0.2, 0.95))
-
-
-@dataclass
-class Appearance:
-    """Surface look shared by the primitives that use it.
-
-    Attributes:
-        rgb: Base albedo, RGB in [0, 1].
-        rgb2: Second colour of the stripe pattern.
-        freq: Stripe frequency in stripes per metre (0: plain).
-        spec: Specular strength.
-    """
-
-    rgb: np.ndarray
-    rgb2: np.ndarray
-    freq: float = 0.0
-    spec: float = 0.05
-
-
-@dataclass
-class Outfit:
-    """Clothing and appearance parameters of one person."""
-
-    skin: np.ndarray
-    hair: np.ndarray
-    eyes: np.ndarray
-    top: Optional[Appearance]     # None: bare torso
-    bottom: Appearance
-    shoes: Optional[Appearance]   # None: barefoot
-    socks: Optional[Appearance]
-    sleeve_upper: float           # sleeve end on the upper arm (s in [0, 1])
-    sleeve_lower: float           # sleeve end on the forearm (0: none)
-    hem: float                    # shirt hem on the pelvis (local u_y)
-    waist: float                  # trouser waist on the pelvis (local u_y)
-    pants_thigh: float            # trouser end on the thigh (s)
-    pants_shin: float             # trouser end on the shin (s)
-    sock_top: float               # sock top on the shin (s), > 1: none
-    hairline_front: float         # head-local u_y above which hair is drawn
-    hairline_back: float
-    long_hair: bool
-
-
-def sample_outfit(rng: Union[np.random.Generator, FastRandom]) -> Outfit:
-    """Sample skin, hair and clothing of a person.
-
-    Args:
-        rng: Random generator (numpy or :class:`FastRandom`).
-
-    Returns:
-        The sampled :class:`Outfit`.
-    """
-    if not isinstance(rng, FastRandom):
-        rng = FastRandom(rng)
-    skin = _SKIN[rng.integers(len(_SKIN))] * rng.uniform(0.92, 1.05) + \
-        0.02 * rng.standard_normal(size=3)
-    hair = _HAIR[rng.choice(len(_HAIR), p=_HAIR_CUM)]
-    eyes = _EYES[rng.integers(len(_EYES))]
-
-    def garment(spec=0.04):
-        c = np.clip(_cloth_colour(rng), 0.02, 1)
-        striped = rng.random() < 0.18
-        c2 = np.clip(_cloth_colour(rng), 0.02, 1) if striped else c
-        return Appearance(c, c2, rng.uniform(8, 30) if striped else 0.0, spec)
-
-    top = garment() if rng.random() > 0.07 else None
-    sleeve = rng.choice(4, p=_SLEEVE_CUM)  # none / short / elbow / long
-    sleeve_upper = [0.0, rng.uniform(0.3, 0.6), 1.01, 1.01][sleeve]
-    sleeve_lower = [0.0, 0.0, rng.uniform(0.1, 0.3),
-                    rng.uniform(0.85, 0.97)][sleeve]
-    if top is None:
-        sleeve_upper = sleeve_lower = 0.0
-    bottom = garment()
-    length = rng.choice(3, p=_LENGTH_CUM)  # shorts / capri / long
-    pants_thigh = [rng.uniform(0.35, 0.8), 1.01, 1.01][length]
-    pants_shin = [0.0, rng.uniform(0.4, 0.7), rng.uniform(0.88, 1.01)][length]
-    shoes = None
-    if rng.random() < 0.88:
-        shoes = Appearance(np.clip(_cloth_colour(rng) * 0.8, 0.02, 1),
-                           np.zeros(3), 0.0, 0.15)
-        shoes.rgb2 = shoes.rgb
-    socks = None
-    sock_top = 2.0
-    if shoes is not None and length != 2 and rng.random() < 0.6:
-        c = np.clip(_cloth_colour(rng), 0.02, 1)
-        socks = Appearance(c, c, 0.0, 0.02)
-        sock_top = rng.uniform(0.6, 0.9)
-    bald = rng.random() < 0.06
-    return Outfit(
-        skin=np.clip(skin, 0.05, 1), hair=hair, eyes=eyes, top=top,
-        bottom=bottom, shoes=shoes, socks=socks,
-        sleeve_upper=float(sleeve_upper), sleeve_lower=float(sleeve_lower),
-        hem=float(rng.uniform(-0.45, 0.1)), waist=float(rng.uniform(0.1, 0.6)),
-        pants_thigh=float(pants_thigh), pants_shin=float(pants_shin),
-        sock_top=float(sock_top),
-        hairline_front=9.0 if bald else float(rng.uniform(0.3, 0.6)),
-        hairline_back=9.0 if bald else float(rng.uniform(-0.75, -0.2)),
-        long_hair=(not bald) and rng.random() < 0.3)
-
+from .poses import (
+    POSE_KEYS,
+    POSE_TO_RAD,
+    rx,
+    rx_batch,
+    ry,
+    rz,
+    rz_batch,
+    sample_pose_vec,
+)
 
 # --------------------------------------------------------------------------
 # figure
@@ -621,12 +324,12 @@ def build_figure(rng: Union[np.random.Generator, FastRandom],
     """
     if not isinstance(rng, FastRandom):
         rng = FastRandom(rng)
-    vec = _sample_pose_vec(rng) if pose is None else \
-        np.array([pose[k] for k in _POSE_KEYS], float)
+    vec = sample_pose_vec(rng) if pose is None else \
+        np.array([pose[k] for k in POSE_KEYS], float)
     if outfit is None:
         outfit = sample_outfit(rng)
     d2r = np.pi / 180
-    P = dict(zip(_POSE_KEYS, (vec * _TO_RAD).tolist()))
+    P = dict(zip(POSE_KEYS, (vec * POSE_TO_RAD).tolist()))
     # ---------------- proportions ------------------------------------------
     height = rng.uniform(1.5, 1.95) if rng.random() > 0.08 else \
         rng.uniform(1.2, 1.5)

@@ -24,9 +24,19 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .background import half_res_camera, room_or_outdoor, texture
-from .figure import (BROW_AXES, BROW_UV, EYE_AXES, EYE_UV, IRIS_R,
-                     MOUTH_AXES, MOUTH_UV, Figure, build_figure, rx, ry, rz)
+from .figure import (
+    BROW_AXES,
+    BROW_UV,
+    EYE_AXES,
+    EYE_UV,
+    IRIS_R,
+    MOUTH_AXES,
+    MOUTH_UV,
+    Figure,
+    build_figure,
+)
 from .metadata import class_id, coco17_to_goliath, goliath_index
+from .poses import rx, ry, rz
 from .raycast import NEAR, raycast
 
 SeedLike = Union[int, np.random.Generator, np.random.SeedSequence]

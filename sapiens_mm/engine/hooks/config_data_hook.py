@@ -3,6 +3,8 @@ from mmengine.hooks import Hook
 from mmengine.logging import print_log
 from mmengine.registry import HOOKS
 
+from sapiens_mm.checkpoint.config_data import config_to_data
+
 __all__ = ['ConfigDataHook', 'CONFIG_DATA_KEY']
 
 #: Key under the checkpoint's ``meta`` that holds the config as data.
@@ -16,10 +18,10 @@ class ConfigDataHook(Hook):
     mmengine saves ``meta['cfg']``, the config as Python text: reading it
     back means executing it, which sapiens_mm never does with a file a user
     hands it. This hook adds ``meta['config_data']``: the same config as a
-    JSON-safe dict (:func:`sapiens_mm.deploy.config_to_data`: dicts, lists,
-    strings, numbers, booleans, None, tuples tagged), which
-    :func:`sapiens_mm.deploy.config_from_data` rebuilds without executing
-    anything. The inference front end then builds the model the checkpoint
+    JSON-safe dict (:func:`sapiens_mm.checkpoint.config_to_data`: dicts,
+    lists, strings, numbers, booleans, None, tuples tagged), which
+    :func:`sapiens_mm.checkpoint.config_from_data` rebuilds without
+    executing anything. The inference front end then builds the model the checkpoint
     was trained with from the file alone, even when the run changed the
     shipped config (head widths, input size, number of keypoints).
 
@@ -41,7 +43,6 @@ class ConfigDataHook(Hook):
         if not cfg:  # a Runner built from keyword arguments has no config
             return
         if self._data is None:
-            from sapiens_mm.deploy.safe_load import config_to_data
             try:
                 self._data = config_to_data(cfg)
             except ValueError as e:

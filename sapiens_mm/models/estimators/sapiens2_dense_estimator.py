@@ -1,5 +1,5 @@
 """Dense estimator for the Sapiens2 normal, pointmap and albedo models."""
-from typing import Dict, Literal, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -105,7 +105,7 @@ class Sapiens2DenseEstimator(SapiensDenseEstimator):
     FLIP_NEGATES = ('normal', 'pointmap')
 
     def __init__(self,
-                 task: Literal['normal', 'pointmap', 'albedo'] = 'normal',
+                 task: str = 'normal',
                  **kwargs) -> None:
         super().__init__(task=task, **kwargs)
 

@@ -15,10 +15,10 @@ from typing import Literal, Tuple
 import torch
 import torch.nn as nn
 
+from sapiens_mm.tasks import ROPE_DTYPES
+
 __all__ = ['RopePositionEmbedding', 'apply_rope', 'ROPE_DTYPES']
 
-#: ``rope_dtype`` names and their torch dtypes.
-ROPE_DTYPES = {'bf16': torch.bfloat16, 'fp32': torch.float32}
 
 
 class RopePositionEmbedding(nn.Module):

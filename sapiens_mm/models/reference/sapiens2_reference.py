@@ -15,9 +15,10 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 import torch.nn as nn
 
+from sapiens_mm.tasks import ROPE_DTYPES
+
 __all__ = ['sapiens2_reference_forward', 'Sapiens2Reference']
 
-_DTYPES = {'bf16': torch.bfloat16, 'fp32': torch.float32}
 _EPS = 1e-6
 _REGISTERS = 8
 
@@ -154,7 +155,7 @@ def sapiens2_reference_forward(
     x = torch.cat((w['cls_token'].expand(B, 1, C),
                    w['storage_tokens'].expand(B, _REGISTERS, C), x), dim=1)
     rope = _rope_tables(w['rope_embed.periods'], rows, cols,
-                        _DTYPES[rope_dtype])
+                        ROPE_DTYPES[rope_dtype])
     L = _num_blocks(w, 'blocks.')
     wanted = {i % L for i in out_indices}
     outs = []

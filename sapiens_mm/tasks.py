@@ -1,0 +1,121 @@
+"""The task, registry-scope and precision vocabulary of sapiens_mm.
+
+This module is the one place that says which tasks exist, which OpenMMLab
+registry builds each task's model, and which precision names are accepted.
+Every other module imports these names; none restates them. It depends on
+torch only, so any layer of the package may import it.
+"""
+from typing import Any, Dict, Literal, Mapping, Optional, Tuple
+
+import torch
+
+__all__ = [
+    'Task', 'TASKS', 'CLI_TASKS', 'DENSE_TASKS', 'MAP_TASKS', 'TASK_VERSIONS',
+    'TASK_SCOPES', 'DTYPES',
+    'RopeDtype', 'ROPE_DTYPES', 'resolve_dtype', 'task_of_config'
+]
+
+Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo']
+
+#: The tasks in the order the composite inferencer runs them: segmentation
+#: first (its mask is applied to depth, normals and pointmaps), pose last.
+#: ``pointmap`` and ``albedo`` are Sapiens2's.
+TASKS: Tuple[str, ...] = ('seg', 'depth', 'normal', 'pointmap', 'albedo',
+                          'pose')
+
+#: The tasks in the order command lines list them (pose first).
+CLI_TASKS: Tuple[str, ...] = ('pose', ) + tuple(t for t in TASKS
+                                                if t != 'pose')
+
+#: The dense (per-pixel) tasks, in :data:`TASKS` order.
+DENSE_TASKS: Tuple[str, ...] = tuple(t for t in TASKS if t != 'pose')
+
+#: The dense tasks that regress a map (everything dense but seg): the
+#: person mask from seg applies to them, and they flip-average by value.
+MAP_TASKS: Tuple[str, ...] = tuple(t for t in DENSE_TASKS if t != 'seg')
+
+#: The model generations that provide each task: 1 (Sapiens), 2 (Sapiens2).
+TASK_VERSIONS: Dict[str, Tuple[int, ...]] = {
+    'seg': (1, 2),
+    'depth': (1, ),
+    'normal': (1, 2),
+    'pointmap': (2, ),
+    'albedo': (2, ),
+    'pose': (1, 2),
+}
+
+#: The OpenMMLab registry scope that builds each task's model.
+TASK_SCOPES: Dict[str, str] = {
+    t: ('mmpose' if t == 'pose' else 'mmseg')
+    for t in TASKS
+}
+
+#: Names accepted for an inference or training precision.
+DTYPES: Dict[str, torch.dtype] = {
+    'fp32': torch.float32,
+    'float32': torch.float32,
+    'bf16': torch.bfloat16,
+    'bfloat16': torch.bfloat16,
+    'fp16': torch.float16,
+    'float16': torch.float16,
+}
+
+RopeDtype = Literal['bf16', 'fp32']
+#: Precisions of Sapiens2's RoPE tables (official: bf16, even in fp32 models).
+ROPE_DTYPES: Dict[str, torch.dtype] = {
+    'bf16': torch.bfloat16,
+    'fp32': torch.float32
+}
+
+
+def resolve_dtype(dtype: Any, argument: str = 'dtype') -> torch.dtype:
+    """``dtype`` (a name of :data:`DTYPES` or a ``torch.dtype``) as a
+    ``torch.dtype``.
+
+    Raises:
+        ValueError: An unknown name or dtype; the message names
+            ``argument`` and the accepted names.
+    """
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    raise ValueError(f'{argument} must be one of {", ".join(DTYPES)} (or the '
+                     f'matching torch.dtype), got {dtype!r}.')
+
+
+def task_of_config(cfg: Mapping) -> str:
+    """The task of a model config (an mmengine ``Config`` or a dict with a
+    ``model`` entry).
+
+    ``TopdownPoseEstimator`` (and ``Sapiens2TopdownPoseEstimator``) is pose,
+    ``EncoderDecoder`` is seg, ``SapiensDenseEstimator`` (depth / normal)
+    and ``Sapiens2DenseEstimator`` (normal / pointmap / albedo) are their
+    ``task``.
+
+    Raises:
+        ValueError: Another model type, or a task outside :data:`TASKS`.
+    """
+    model: Optional[Mapping] = cfg.get('model') if hasattr(cfg,
+                                                          'get') else None
+    model = model or {}
+    model_type = str(model.get('type', '')).split('.')[-1]
+    task = None
+    if model_type in ('TopdownPoseEstimator', 'Sapiens2TopdownPoseEstimator'):
+        task = 'pose'
+    elif model_type == 'EncoderDecoder':
+        task = 'seg'
+    elif model_type == 'SapiensDenseEstimator':
+        task = model.get('task', 'depth')
+    elif model_type == 'Sapiens2DenseEstimator':
+        task = model.get('task', 'normal')
+    else:
+        raise ValueError(
+            f'Config model type {model_type!r} is not a Sapiens task model; '
+            'expected TopdownPoseEstimator (pose), EncoderDecoder (seg), '
+            'SapiensDenseEstimator (depth / normal) or Sapiens2DenseEstimator '
+            '(normal / pointmap / albedo).')
+    if task not in TASKS:
+        raise ValueError(f'Config model task {task!r} is not one of '
+                         f'{", ".join(TASKS)}.')
+    return task

@@ -1,0 +1,227 @@
+"""The browser demo (demo/web_demo.py) in a real headless Chromium, driven
+by selenium: upload the astronaut, wait for the overlays, check
+them; a non-image upload shows a readable error in the page. Also the demo's
+webcam path and checkpoint discovery, without a browser."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from cluster_helpers import free_port
+from PIL import Image
+
+from sapiens_mm.visualization.legend import panel_width
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
+CHROMEDRIVER = shutil.which('chromedriver')
+
+needs_chromium = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason='headless Chromium is not installed (chromium and '
+    'chromium-driver; tools/setup_env.sh installs them with apt-get, or '
+    'run: apt-get install -y chromium chromium-driver)')
+
+STARTUP_S = 180  # importing torch + OpenMMLab + gradio on 2 busy cores
+RUN_S = 180  # first run builds the tiny models, then runs them on CPU
+
+
+@pytest.fixture(scope='module')
+def server(tmp_path_factory):
+    port = free_port()
+    out = tmp_path_factory.mktemp('web_demo')
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED='False',
+               PYTHONPATH=str(ROOT))
+    log = open(out / 'server.log', 'w')
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / 'demo/web_demo.py'), '--port',
+         str(port), '--device', 'cpu', '--out-dir', str(out / 'runs')],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f'http://127.0.0.1:{port}/'
+    deadline = time.time() + STARTUP_S
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail('the demo server exited:\n' +
+                            (out / 'server.log').read_text()[-3000:])
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                pytest.fail(f'the demo server did not answer within '
+                            f'{STARTUP_S} s')
+            time.sleep(1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope='module')
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ('--headless=new', '--no-sandbox', '--disable-dev-shm-usage',
+                '--disable-gpu', '--window-size=1600,1400'):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    yield driver
+    driver.quit()
+
+
+def _upload(driver, url, path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+    driver.get(url)
+    wait = WebDriverWait(driver, 60)
+    field = wait.until(EC.presence_of_element_located(
+        (By.CSS_SELECTOR, '#upload input[type=file]')))
+    field.send_keys(str(path))
+    # the file is uploaded when its name (stem and suffix on two lines)
+    # and size show in the component
+    wait.until(lambda d: Path(path).stem in d.find_element(By.ID, 'upload')
+               .text and 'B' in d.find_element(By.ID, 'upload').text)
+
+
+def _click_task(driver, name):
+    from selenium.webdriver.common.by import By
+    for label in driver.find_elements(By.CSS_SELECTOR, '#tasks label'):
+        if label.text.strip() == name:
+            label.click()
+            return
+    raise AssertionError(f'no {name!r} task checkbox')
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_astronaut(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    from skimage import data
+    img_path = tmp_path / 'astronaut.png'
+    Image.fromarray(data.astronaut()).save(img_path)
+    _upload(browser, server, img_path)
+    _click_task(browser, 'seg')  # default pose + seg: run pose + depth
+    _click_task(browser, 'depth')
+    browser.find_element(By.ID, 'run').click()
+    WebDriverWait(browser, RUN_S).until(
+        lambda d: 'Ran ' in d.find_element(By.ID, 'status').text or
+        'Error' in d.find_element(By.ID, 'status').text)
+    status = browser.find_element(By.ID, 'status').text
+    assert status.startswith('Ran pose, depth on astronaut (512x512)'), status
+    shot = tmp_path / 'page.png'
+    assert browser.save_screenshot(str(shot))
+    page = cv2.imread(str(shot))
+    assert page is not None and page.std() > 10
+    src = WebDriverWait(browser, 30).until(
+        lambda d: d.find_element(By.CSS_SELECTOR,
+                                 '#overlays img').get_attribute('src'))
+    with urllib.request.urlopen(src, timeout=30) as r:
+        overlays = cv2.imdecode(np.frombuffer(r.read(), np.uint8),
+                                cv2.IMREAD_COLOR)
+    # the results span the page's width, shown near their own size (the
+    # keys' text stays readable)
+    img = browser.find_element(By.CSS_SELECTOR, '#overlays img')
+    page_w = browser.execute_script('return document.body.clientWidth')
+    assert img.size['width'] >= 0.8 * page_w, (img.size, page_w)
+    natural = browser.execute_script('return arguments[0].naturalWidth', img)
+    assert img.size['width'] >= 0.7 * natural, (img.size, natural)
+    # input and pose in the first row, depth (with its colour bar) in the
+    # second (512 + 28 px title bars, rows 8 px apart)
+    bar = panel_width(512)  # the depth panel is 512 px high already
+    assert overlays.shape[0] == 2 * 540 + 8
+    assert overlays.shape[1] == max(2 * 512 + 8, 512 + bar)
+    depth_panel = overlays[540 + 8 + 28:, :512]
+    assert depth_panel.std() > 5  # a colour map, not a blank panel
+    key = overlays[540 + 8 + 28:, 512:512 + bar]
+    assert key.std() > 5 and not np.array_equal(key, depth_panel[:, :bar])
+    pose_panel = overlays[28:540, 512 + 8:2 * 512 + 8].astype(int)
+    inp = cv2.resize(data.astronaut()[..., ::-1], (512, 512)).astype(int)
+    assert np.abs(pose_panel - inp).mean() < 40  # the photo under the pose
+    # downloads: the input, the pose JSON + PNG, the depth .npy + PNG
+    links = browser.find_element(By.ID, 'downloads').text.replace('\n', '')
+    names = ['depth_astronaut.npy', 'depth_astronaut.png',
+             'input_astronaut.png', 'pose_astronaut.json',
+             'pose_astronaut.png']
+    assert links.count('astronaut') == len(names), links
+    for name in names:
+        assert name in links, (name, links)
+    if os.environ.get('SAPIENS_WEB_DEMO_SHOT'):  # keep it to look at
+        shutil.copy(shot, os.environ['SAPIENS_WEB_DEMO_SHOT'])
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_non_image_upload_shows_error(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    bad = tmp_path / 'notes.txt'
+    bad.write_text('not a picture\n')
+    _upload(browser, server, bad)
+    browser.find_element(By.ID, 'run').click()
+    WebDriverWait(browser, RUN_S).until(
+        lambda d: 'Error' in d.find_element(By.ID, 'status').text)
+    status = browser.find_element(By.ID, 'status')
+    assert status.is_displayed()
+    assert ('notes.txt is not an image that can be read: upload a JPEG, '
+            'PNG') in status.text
+
+
+def test_webcam_snapshot_and_checkpoints(tmp_path):
+    """A webcam snapshot (RGB array) runs like an upload; checkpoints in a
+    folder are offered per task, unrecognisable files left out."""
+    import torch
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope
+    from mmseg.registry import MODELS
+    from tiny_configs import TINY
+
+    from sapiens_mm.demo.web import TINY_CHOICE, WebDemo, find_checkpoints
+    with DefaultScope.overwrite_default_scope('mmseg'):
+        model = MODELS.build(Config.fromfile(str(TINY['depth'])).model)
+    (tmp_path / 'ckpts').mkdir()
+    ckpt = tmp_path / 'ckpts/sapiens_tiny_render_people_epoch_1.pth'
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, ckpt)
+    (tmp_path / 'ckpts/notes.pth').write_bytes(b'not a checkpoint')
+    found = find_checkpoints([str(tmp_path / 'ckpts')])
+    assert found['depth'] == {ckpt.name: str(ckpt)}
+    assert found['pose'] == found['seg'] == found['normal'] == {}
+    demo = WebDemo(found, device='cpu', out_root=str(tmp_path / 'runs'))
+    assert demo.choices('depth') == [ckpt.name, TINY_CHOICE]
+    rgb = np.zeros((60, 40, 3), np.uint8)
+    rgb[10:50, 10:30] = (200, 120, 40)
+    overlays, files, status = demo.run(None, rgb, ['depth'],
+                                       {'depth': ckpt.name})
+    assert status == 'Ran depth on webcam (40x60); 3 file(s) to download.'
+    # input and depth panels in one row, 512 px high plus the title bar;
+    # the depth panel with its colour bar
+    assert overlays.shape == (
+        540, round(40 * 512 / 60) + 8 + round(
+            (40 + panel_width(60)) * 512 / 60), 3)
+    assert sorted(Path(f).name for f in files) == [
+        'depth_webcam.npy', 'depth_webcam.png', 'input_webcam.png']
+    # the snapshot is RGB: the saved input is its BGR version
+    saved = cv2.imread(next(f for f in files if 'input_' in f))
+    np.testing.assert_array_equal(saved, rgb[..., ::-1])
+    _, _, status = demo.run(None, None, ['depth'], {})
+    assert status == ('**Error:** Upload an image or take a webcam snapshot '
+                      'first.')
+    _, _, status = demo.run(None, rgb, [], {})
+    assert status == '**Error:** Choose at least one task.'
