@@ -14,7 +14,8 @@ from .version import __version__
 
 def _cli_args() -> Optional[List[str]]:
     """The arguments of the inference command line when this process is
-    ``python -m sapiens_mm ...``, else None.
+    ``python -m sapiens_mm ...`` or ``python tools/infer.py ...``, else
+    None.
 
     The package is imported before the command line's own code runs, so
     what the command line needs first is decided here: its help needs none
@@ -24,12 +25,16 @@ def _cli_args() -> Optional[List[str]]:
     :func:`sapiens_mm.cli.common.third_party_warnings`).
     """
     argv = list(getattr(sys, 'orig_argv', ()))
-    if '-m' not in argv:
+    i = 1  # the interpreter's options, then the module or script
+    while i < len(argv) and argv[i].startswith('-') and argv[i] != '-m':
+        i += 2 if argv[i] in ('-X', '-W', '--check-hash-based-pycs') else 1
+    if argv[i:i + 2] == ['-m', 'sapiens_mm']:
+        args = argv[i + 2:]
+    elif i < len(argv) and argv[i].replace('\\', '/').endswith(
+            'tools/infer.py'):
+        args = argv[i + 1:]
+    else:
         return None
-    i = argv.index('-m')
-    if argv[i + 1:i + 2] != ['sapiens_mm']:
-        return None
-    args = argv[i + 2:]
     return args[:args.index('--')] if '--' in args else args
 
 

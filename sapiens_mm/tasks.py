@@ -3,11 +3,15 @@
 This module is the one place that says which tasks exist, which OpenMMLab
 registry builds each task's model, and which precision names are accepted.
 Every other module imports these names; none restates them. It depends on
-torch only, so any layer of the package may import it.
+nothing of the package, so any layer may import it; torch is imported when
+a precision table (:data:`DTYPES`, :data:`ROPE_DTYPES`) is first used, so a
+command line that only needs the task names (``python -m sapiens_mm
+--help``) starts without it.
 """
-from typing import Any, Dict, Literal, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Literal, Mapping, Optional, Tuple
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     'Task', 'TASKS', 'CLI_TASKS', 'DENSE_TASKS', 'MAP_TASKS', 'TASK_VERSIONS',
@@ -50,25 +54,40 @@ TASK_SCOPES: Dict[str, str] = {
     for t in TASKS
 }
 
-#: Names accepted for an inference or training precision.
-DTYPES: Dict[str, torch.dtype] = {
-    'fp32': torch.float32,
-    'float32': torch.float32,
-    'bf16': torch.bfloat16,
-    'bfloat16': torch.bfloat16,
-    'fp16': torch.float16,
-    'float16': torch.float16,
+#: Names accepted for an inference or training precision -> the name of
+#: the torch dtype; ``DTYPES`` maps them to the torch dtypes.
+_DTYPE_NAMES: Dict[str, str] = {
+    'fp32': 'float32',
+    'float32': 'float32',
+    'bf16': 'bfloat16',
+    'bfloat16': 'bfloat16',
+    'fp16': 'float16',
+    'float16': 'float16',
 }
 
 RopeDtype = Literal['bf16', 'fp32']
-#: Precisions of Sapiens2's RoPE tables (official: bf16, even in fp32 models).
-ROPE_DTYPES: Dict[str, torch.dtype] = {
-    'bf16': torch.bfloat16,
-    'fp32': torch.float32
-}
+#: Precisions of Sapiens2's RoPE tables (official: bf16, even in fp32
+#: models) -> the name of the torch dtype; ``ROPE_DTYPES`` maps them to the
+#: torch dtypes.
+_ROPE_DTYPE_NAMES: Dict[str, str] = {'bf16': 'bfloat16', 'fp32': 'float32'}
 
 
-def resolve_dtype(dtype: Any, argument: str = 'dtype') -> torch.dtype:
+_DTYPE_TABLES = dict(DTYPES=_DTYPE_NAMES, ROPE_DTYPES=_ROPE_DTYPE_NAMES)
+
+
+def __getattr__(name: str) -> Dict[str, 'torch.dtype']:
+    """``DTYPES`` and ``ROPE_DTYPES`` (name -> ``torch.dtype``), built on
+    first use (PEP 562) and kept as module attributes."""
+    if name not in _DTYPE_TABLES:
+        raise AttributeError(f'module {__name__!r} has no attribute '
+                             f'{name!r}')
+    import torch
+    table = {k: getattr(torch, v) for k, v in _DTYPE_TABLES[name].items()}
+    globals()[name] = table
+    return table
+
+
+def resolve_dtype(dtype: Any, argument: str = 'dtype') -> 'torch.dtype':
     """``dtype`` (a name of :data:`DTYPES` or a ``torch.dtype``) as a
     ``torch.dtype``.
 
@@ -76,12 +95,14 @@ def resolve_dtype(dtype: Any, argument: str = 'dtype') -> torch.dtype:
         ValueError: An unknown name or dtype; the message names
             ``argument`` and the accepted names.
     """
-    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+    import torch
+    dtypes = globals().get('DTYPES') or __getattr__('DTYPES')
+    if isinstance(dtype, torch.dtype) and dtype in dtypes.values():
         return dtype
-    if isinstance(dtype, str) and dtype in DTYPES:
-        return DTYPES[dtype]
-    raise ValueError(f'{argument} must be one of {", ".join(DTYPES)} (or the '
-                     f'matching torch.dtype), got {dtype!r}.')
+    if isinstance(dtype, str) and dtype in dtypes:
+        return dtypes[dtype]
+    raise ValueError(f'{argument} must be one of {", ".join(dtypes)} (or '
+                     f'the matching torch.dtype), got {dtype!r}.')
 
 
 def task_of_config(cfg: Mapping) -> str:

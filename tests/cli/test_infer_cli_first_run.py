@@ -63,3 +63,23 @@ def test_quiet_by_default_verbose_shows_third_party_warnings(tmp_path):
     # and the filters do not outlive the run
     assert not [f for f in warnings.filters
                 if f[2] is not None and 'mmseg' in str(f[3])]
+
+
+@pytest.mark.parametrize('entry', [['-m', 'sapiens_mm'], ['tools/infer.py']])
+def test_help_imports_neither_torch_nor_openmmlab(entry):
+    """--help prints the options without importing the model stack (its
+    start-up is measured in the notes: ~0.2 s against 8-30 s with it)."""
+    import os
+    import subprocess
+    import sys
+    proc = subprocess.run(
+        [sys.executable, '-X', 'importtime', *entry, '--help'], cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+        text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert '--kpt-thr' in proc.stdout and 'bbox_format' in proc.stdout
+    imported = {line.split('|')[-1].strip()
+                for line in proc.stderr.splitlines()
+                if line.startswith('import time:')}
+    assert 'sapiens_mm.cli.infer' in imported
+    assert not {'torch', 'mmengine', 'mmpose', 'mmseg', 'cv2'} & imported
