@@ -26,8 +26,9 @@ _TEXT = (255, 255, 255)
 
 
 def font_scale(height: int) -> float:
-    """OpenCV font scale for labels on an image ``height`` pixels tall: text
-    about 2.5 % of the height (27 px at 1080p), at least 0.35 (10 px)."""
+    """OpenCV font scale for keys on an image ``height`` pixels tall: capital
+    letters about 1.9 % of the height (20 px at 1080p), at least scale 0.35
+    (8 px)."""
     return max(0.35, height / 1080 * 0.9)
 
 

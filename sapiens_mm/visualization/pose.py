@@ -65,8 +65,9 @@ def draw_pose(img: np.ndarray,
             links and keypoints are drawn in the colour of its ID
             (:func:`~sapiens_mm.visualization.color.track_color`) and its
             ID is written above its box (above its highest keypoint without
-            boxes) on a label of that colour, in text about 3 % of the image
-            height (:func:`~sapiens_mm.visualization.legend.text_label`).
+            boxes) on a label of that colour, capital letters about 2.2 %
+            of the image height (24 px at 1080p; see
+            :func:`~sapiens_mm.visualization.legend.text_label`).
             None: the skeleton's colours.
 
     Returns:

@@ -2,6 +2,7 @@
 without a display, errors in CLI words, quiet by default (--verbose shows
 the other packages' warnings)."""
 import warnings
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from sapiens_mm.cli.infer import cli, main
 
-ROOT = __import__('pathlib').Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]
 SEG_TINY = ROOT / 'configs/seg/goliath/sapiens_tiny-200e_goliath-256x192.py'
 
 

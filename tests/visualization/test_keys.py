@@ -104,7 +104,7 @@ def test_track_id_label_is_large_and_contrasting_at_1080p():
     ys, xs = np.nonzero(filled[:300])
     assert ys.size
     height = ys.max() - ys.min() + 1
-    assert height >= 30, height  # text ~27 px tall at 1080p, plus padding
+    assert height >= 30, height  # capitals 24 px tall at 1080p, + padding
     assert xs.min() >= 500 - 3  # at the box's left edge (its line 3 px)
     # its text is black or white inside it (contrast with the fill)
     label = out[ys.min():ys.max() + 1, xs.min():xs.max() + 1]

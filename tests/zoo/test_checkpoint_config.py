@@ -1,6 +1,8 @@
 """A checkpoint alone builds the model it was trained as: the config it
 carries as data wins; without one, the shipped config its weights were
 matched to must fit, and a misfit names the differing option."""
+from pathlib import Path
+
 import cv2
 import numpy as np
 import pytest
@@ -10,10 +12,10 @@ from mmengine.config import Config
 from sapiens_mm.apis.inference import init_model
 from sapiens_mm.apis.inferencers.model_spec import (resolve_model,
                                                     task_of_checkpoint)
-from sapiens_mm.zoo import ConfigMismatchError
 from sapiens_mm.checkpoint import UnsafeModelError, config_to_data
+from sapiens_mm.zoo import ConfigMismatchError
 
-ROOT = __import__('pathlib').Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]
 COCO_TINY = ROOT / 'configs/pose/coco/sapiens_tiny-210e_coco-256x192.py'
 
 

@@ -38,6 +38,23 @@ def _render(task: Tuple[int, int, Tuple[int, int], int, int]):
     return sample['image'][:, :, ::-1].copy(), boxes  # RGB -> BGR
 
 
+def _video_writer(path: Union[str, Path], fps: float, width: int,
+                  height: int):
+    """An OpenCV ``mp4v`` writer of ``path`` (its folder created).
+
+    Raises:
+        RuntimeError: OpenCV cannot write the file.
+    """
+    import cv2
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'mp4v'),
+                             float(fps), (width, height))
+    if not writer.isOpened():
+        raise RuntimeError(f'OpenCV cannot write the video {path} (mp4v).')
+    return writer
+
+
 def write_video(path: Union[str, Path],
                 num_frames: int,
                 size: Tuple[int, int] = (1080, 1920),
@@ -94,12 +111,7 @@ def write_video(path: Union[str, Path],
             scenes = pool.map(_render, tasks)
     else:
         scenes = [_render(t) for t in tasks]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'mp4v'),
-                             float(fps), (width, height))
-    if not writer.isOpened():
-        raise RuntimeError(f'OpenCV cannot write the video {path} (mp4v).')
+    writer = _video_writer(path, fps, width, height)
     boxes: List[np.ndarray] = []
     try:
         for i in range(num_frames):
@@ -200,12 +212,7 @@ def write_crossing_video(path: Union[str, Path],
                for i, h in enumerate(heights)]
     feet = (height - 2, int(round(height * 0.9)))  # bottom row of each
     starts = (0.0, float(width - sprites[1][0].shape[1]))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'mp4v'),
-                             float(fps), (width, height))
-    if not writer.isOpened():
-        raise RuntimeError(f'OpenCV cannot write the video {path} (mp4v).')
+    writer = _video_writer(path, fps, width, height)
     boxes = np.zeros((num_frames, 2, 4), np.float32)
     keypoints = np.zeros((num_frames, 2, 17, 3), np.float32)
     try:
