@@ -29,7 +29,7 @@ from mmengine.logging import print_log
 from sapiens_mm.apis.inferencers import task_of_checkpoint
 from sapiens_mm.cli.common import one_line
 from sapiens_mm.tasks import CLI_TASKS, TASK_VERSIONS
-from sapiens_mm.zoo import shipped_config
+from sapiens_mm.zoo import ConfigMismatchError, shipped_config
 
 __all__ = ['TINY_CHOICE', 'DEMO_TASKS', 'find_checkpoints', 'side_by_side',
            'WebDemo', 'build_demo']
@@ -260,6 +260,9 @@ class WebDemo:
                     export_formats=tuple(export_formats),
                     save_mask=save_mask)[0]
         except Exception as e:  # noqa: BLE001 (any failure: said in the page)
+            if isinstance(e, ConfigMismatchError):  # in this demo's words
+                e = ValueError(e.explain(
+                    f'start the web demo with --{e.task}-config CFG'))
             detail = one_line(e) if isinstance(e, (ValueError, OSError)) \
                 else traceback.format_exc()  # a user error needs no trace
             print_log(f'Web demo request failed: {detail}', logger='current',

@@ -225,3 +225,54 @@ def test_webcam_snapshot_and_checkpoints(tmp_path):
                       'first.')
     _, _, status = demo.run(None, rgb, [], {})
     assert status == '**Error:** Choose at least one task.'
+
+
+def test_checkpoints_with_their_configs_and_readable_keys(tmp_path):
+    """A checkpoint that does not carry its config (a narrower head than the
+    shipped tiny config) runs with --seg-config; without it the page names
+    the differing option. The seg picture keeps its legend, at the scale of
+    the image, beside it."""
+    import torch
+    from mmengine.config import Config
+    from tiny_configs import TINY
+
+    from sapiens_mm.apis.inference import init_model
+    from sapiens_mm.demo.web import WebDemo, find_checkpoints
+    cfg = Config.fromfile(str(TINY['seg']))
+    cfg.model.decode_head.update(channels=32, deconv_out_channels=(32, ) * 3,
+                                 conv_out_channels=(32, ) * 3)
+    cfg_path = tmp_path / 'narrow_seg.py'
+    cfg.dump(str(cfg_path))
+    (tmp_path / 'ckpts').mkdir()
+    ckpt = tmp_path / 'ckpts/iter_10.pth'
+    torch.save({'state_dict': init_model(cfg).state_dict(), 'meta': {}},
+               ckpt)
+    found = find_checkpoints([str(tmp_path / 'ckpts')])
+    assert found['seg'] == {ckpt.name: str(ckpt)}
+    rgb = np.zeros((120, 90, 3), np.uint8)
+    rgb[20:100, 30:60] = (200, 120, 40)
+    bare = WebDemo(found, device='cpu', out_root=str(tmp_path / 'bare'))
+    overlays, _, status = bare.run(None, rgb, ['seg'], {'seg': ckpt.name})
+    assert overlays is None
+    assert 'model.decode_head.deconv_out_channels 32 in the file, 64 in ' \
+        'sapiens_tiny-200e_goliath-256x192.py' in status, status
+    assert 'start the web demo with --seg-config CFG' in status
+    assert 'dict(config=' not in status
+    demo = WebDemo(found, device='cpu', out_root=str(tmp_path / 'runs'),
+                   configs={'seg': str(cfg_path)})
+    assert demo.choices('seg')[:2] == [ckpt.name,
+                                       'narrow_seg.py (random weights)']
+    overlays, _, status = demo.run(None, rgb, ['seg'], {'seg': ckpt.name})
+    assert status.startswith('Ran seg on webcam'), status
+    # input and seg in one row; the seg panel is wider than the input's:
+    # its legend, white with dark text, beside the image
+    panel_w = round(90 * 512 / 120)
+    seg = overlays[28:, panel_w + 8:]
+    assert seg.shape[1] > panel_w + 50
+    legend = seg[:, panel_w:]
+    assert (legend > 200).all(-1).mean() > 0.5  # white panel
+    assert (legend < 80).all(-1).any()  # text
+    assert not np.array_equal(legend[:, :panel_w // 2],
+                              overlays[28:, :panel_w // 2][:, :legend.shape[1]])
+    with pytest.raises(ValueError, match='unknown task'):
+        WebDemo(found, configs={'matte': str(cfg_path)})
