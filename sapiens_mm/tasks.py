@@ -4,11 +4,12 @@ This module is the one place that says which tasks exist, which OpenMMLab
 registry builds each task's model, and which precision names are accepted.
 Every other module imports these names; none restates them. It depends on
 nothing of the package, so any layer may import it; torch is imported when
-a precision table (:data:`DTYPES`, :data:`ROPE_DTYPES`) is first used, so a
+a precision table (:data:`DTYPES`, :data:`ROPE_DTYPES`) is first read, so a
 command line that only needs the task names (``python -m sapiens_mm
 --help``) starts without it.
 """
-from typing import TYPE_CHECKING, Any, Dict, Literal, Mapping, Optional, Tuple
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, Literal, Mapping,
+                    Optional, Tuple)
 
 if TYPE_CHECKING:
     import torch
@@ -54,37 +55,50 @@ TASK_SCOPES: Dict[str, str] = {
     for t in TASKS
 }
 
-#: Names accepted for an inference or training precision -> the name of
-#: the torch dtype; ``DTYPES`` maps them to the torch dtypes.
-_DTYPE_NAMES: Dict[str, str] = {
+class _DtypeTable(Mapping):
+    """A read-only ``{name: torch.dtype}`` table that imports torch on first
+    use (so importing this module does not)."""
+
+    def __init__(self, names: Dict[str, str]) -> None:
+        self._names = names
+        self._dtypes: Optional[Dict[str, 'torch.dtype']] = None
+
+    def _table(self) -> Dict[str, 'torch.dtype']:
+        if self._dtypes is None:
+            import torch
+            self._dtypes = {k: getattr(torch, v)
+                            for k, v in self._names.items()}
+        return self._dtypes
+
+    def __getitem__(self, name: str) -> 'torch.dtype':
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return repr(self._table())
+
+
+#: Names accepted for an inference or training precision.
+DTYPES: Mapping[str, 'torch.dtype'] = _DtypeTable({
     'fp32': 'float32',
     'float32': 'float32',
     'bf16': 'bfloat16',
     'bfloat16': 'bfloat16',
     'fp16': 'float16',
     'float16': 'float16',
-}
+})
 
 RopeDtype = Literal['bf16', 'fp32']
-#: Precisions of Sapiens2's RoPE tables (official: bf16, even in fp32
-#: models) -> the name of the torch dtype; ``ROPE_DTYPES`` maps them to the
-#: torch dtypes.
-_ROPE_DTYPE_NAMES: Dict[str, str] = {'bf16': 'bfloat16', 'fp32': 'float32'}
-
-
-_DTYPE_TABLES = dict(DTYPES=_DTYPE_NAMES, ROPE_DTYPES=_ROPE_DTYPE_NAMES)
-
-
-def __getattr__(name: str) -> Dict[str, 'torch.dtype']:
-    """``DTYPES`` and ``ROPE_DTYPES`` (name -> ``torch.dtype``), built on
-    first use (PEP 562) and kept as module attributes."""
-    if name not in _DTYPE_TABLES:
-        raise AttributeError(f'module {__name__!r} has no attribute '
-                             f'{name!r}')
-    import torch
-    table = {k: getattr(torch, v) for k, v in _DTYPE_TABLES[name].items()}
-    globals()[name] = table
-    return table
+#: Precisions of Sapiens2's RoPE tables (official: bf16, even in fp32 models).
+ROPE_DTYPES: Mapping[str, 'torch.dtype'] = _DtypeTable({
+    'bf16': 'bfloat16',
+    'fp32': 'float32'
+})
 
 
 def resolve_dtype(dtype: Any, argument: str = 'dtype') -> 'torch.dtype':
@@ -96,13 +110,12 @@ def resolve_dtype(dtype: Any, argument: str = 'dtype') -> 'torch.dtype':
             ``argument`` and the accepted names.
     """
     import torch
-    dtypes = globals().get('DTYPES') or __getattr__('DTYPES')
-    if isinstance(dtype, torch.dtype) and dtype in dtypes.values():
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
         return dtype
-    if isinstance(dtype, str) and dtype in dtypes:
-        return dtypes[dtype]
-    raise ValueError(f'{argument} must be one of {", ".join(dtypes)} (or '
-                     f'the matching torch.dtype), got {dtype!r}.')
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    raise ValueError(f'{argument} must be one of {", ".join(DTYPES)} (or the '
+                     f'matching torch.dtype), got {dtype!r}.')
 
 
 def task_of_config(cfg: Mapping) -> str:

@@ -75,8 +75,8 @@ def config_to_data(cfg) -> dict:
             return value
         raise ValueError(
             f'Config value {where.lstrip(".")} = {value!r} '
-            f'({type(value).__name__}) is not plain data, so the config cannot '
-            'be stored as data; use a string type name.')
+            f'({type(value).__name__}) is not plain data, so the config '
+            'cannot be stored as data; use a string type name.')
 
     return encode(data, '')
 

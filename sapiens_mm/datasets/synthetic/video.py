@@ -92,7 +92,6 @@ def write_video(path: Union[str, Path],
         ValueError: Bad counts or sizes.
         RuntimeError: OpenCV cannot write the file.
     """
-    import cv2
     if min(num_frames, unique_frames, frames_per_scene) < 1:
         raise ValueError(f'num_frames, unique_frames and frames_per_scene '
                          f'must be >= 1, got {num_frames}, {unique_frames} '
@@ -166,11 +165,11 @@ def write_crossing_video(path: Union[str, Path],
     track IDs stay with their person.
 
     Two rendered upright people (:func:`render_sample`, cut out of their
-    scenes) slide horizontally over a still texture background: person 0 from the
-    left edge to the right at ``speeds[0]`` pixels per frame, person 1 from
-    the right edge to the left at ``|speeds[1]|``; person 0 is taller
-    (nearer: its feet lower in the frame) and drawn in front, so it hides
-    person 1 while they cross.
+    scenes) slide horizontally over a still texture background: person 0
+    from the left edge to the right at ``speeds[0]`` pixels per frame,
+    person 1 from the right edge to the left at ``|speeds[1]|``; person 0
+    is taller (nearer: its feet lower in the frame) and drawn in front, so
+    it hides person 1 while they cross.
 
     Args:
         path: Output ``.mp4`` file (its folder is created).
@@ -194,8 +193,6 @@ def write_crossing_video(path: Union[str, Path],
         ValueError: Bad counts or sizes.
         RuntimeError: OpenCV cannot write the file.
     """
-    import cv2
-
     from .background import texture
     height, width = int(size[0]), int(size[1])
     if num_frames < 2 or height < 32 or width < 32:

@@ -21,9 +21,10 @@ class ConfigDataHook(Hook):
     JSON-safe dict (:func:`sapiens_mm.checkpoint.config_to_data`: dicts,
     lists, strings, numbers, booleans, None, tuples tagged), which
     :func:`sapiens_mm.checkpoint.config_from_data` rebuilds without
-    executing anything. The inference front end then builds the model the checkpoint
-    was trained with from the file alone, even when the run changed the
-    shipped config (head widths, input size, number of keypoints).
+    executing anything. The inference front end then builds the model the
+    checkpoint was trained with from the file alone, even when the run
+    changed the shipped config (head widths, input size, number of
+    keypoints).
 
     A config holding values that are not plain data (e.g. class objects of
     a lazy-import config) is saved without ``config_data``, said once in
