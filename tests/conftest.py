@@ -18,6 +18,20 @@ import sapiens_mm  # noqa: E402,F401  (registers everything)
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True, scope='session')
+def _pt2_trust_store(tmp_path_factory):
+    """The .pt2 files tests export are trusted in a store of the test
+    session (subprocesses inherit it), never in the user's own."""
+    old = os.environ.get('SAPIENS_MM_TRUST_STORE')
+    os.environ['SAPIENS_MM_TRUST_STORE'] = str(
+        tmp_path_factory.mktemp('pt2_trust') / 'trusted_pt2.json')
+    yield
+    if old is None:
+        os.environ.pop('SAPIENS_MM_TRUST_STORE', None)
+    else:
+        os.environ['SAPIENS_MM_TRUST_STORE'] = old
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

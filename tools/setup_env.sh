@@ -36,8 +36,9 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
 fi
 
 stamp_inputs() {
-  cat "$ROOT/requirements.txt" "$ROOT/requirements-test.txt" "$ROOT/setup.py" \
-      "$ROOT/tools/setup_env.sh" | sha256sum | cut -d' ' -f1
+  cat "$ROOT/requirements.txt" "$ROOT/requirements-test.txt" \
+      "$ROOT/requirements-docs.txt" "$ROOT/setup.py" "$ROOT/tools/setup_env.sh" \
+      | sha256sum | cut -d' ' -f1
 }
 STAMP="$VENV/.sapiens_mm_stamp"
 WANT="$(stamp_inputs)"
@@ -87,8 +88,9 @@ else
 fi
 pipq install "$MMCV_WHEEL"
 
-log "stage 3/4: OpenMMLab packages and the other dependencies"
-pipq install -r "$ROOT/requirements.txt" -r "$ROOT/requirements-test.txt" 'setuptools>=77.0.3,<81'
+log "stage 3/4: OpenMMLab packages, the other dependencies, the docs tools"
+pipq install -r "$ROOT/requirements.txt" -r "$ROOT/requirements-test.txt" \
+  -r "$ROOT/requirements-docs.txt" 'setuptools>=77.0.3,<81'
 pipq install --no-deps mmpose==1.3.2
 
 log "stage 4/4: sapiens_mm (editable)"

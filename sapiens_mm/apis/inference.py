@@ -110,7 +110,7 @@ def init_model(config: ConfigType,
         RuntimeError: The weights do not fit the model (strict loading).
     """
     import sapiens_mm  # noqa: F401  (registers the modules)
-    from sapiens_mm.checkpoint import load_checkpoint, load_state_dict
+    from sapiens_mm.checkpoint import load_state_dict, read_checkpoint
     cfg = load_config(config, cfg_options)
     task = task_of_config(cfg)
     if isinstance(checkpoint, (str, Path)):
@@ -120,29 +120,69 @@ def init_model(config: ConfigType,
     if checkpoint is not None:
         # the checkpoint holds the backbone: no pretrained init needed
         cfg.model.backbone.init_cfg = None
+    meta = state = None
+    source = checkpoint if isinstance(checkpoint, str) else 'state dict'
     with DefaultScope.overwrite_default_scope(TASK_SCOPES[task]):
         if task == 'pose':
             from mmpose.registry import MODELS
         else:
             from mmseg.registry import MODELS
+        if checkpoint is not None:
+            # Keys and shapes are checked on a skeleton without memory
+            # first: a file that does not fit (e.g. a small file named like
+            # a 2B checkpoint) is refused before the model is allocated.
+            with torch.device('meta'):
+                skeleton = MODELS.build(cfg.model)
+            if isinstance(checkpoint, str):
+                loaded, state = read_checkpoint(checkpoint, skeleton)
+                meta = loaded.get('meta', {}).get('dataset_meta') if \
+                    isinstance(loaded, dict) and isinstance(
+                        loaded.get('meta'), dict) else None
+            else:
+                state = checkpoint
+            load_state_dict(skeleton, state, strict=True, source=source)
+            del skeleton
         model = MODELS.build(cfg.model)
-    meta = None
-    if isinstance(checkpoint, str):
-        loaded = load_checkpoint(model, checkpoint, strict=True)
-        meta = loaded.get('meta', {}).get('dataset_meta') if isinstance(
-            loaded, dict) and isinstance(loaded.get('meta'), dict) else None
-    elif checkpoint is not None:
-        load_state_dict(model, checkpoint, strict=True, source='state dict')
+    if state is not None:
+        load_state_dict(model, state, strict=True, source=source)
     else:
         print_log(
             f'No checkpoint for the {task} model: it keeps its initial '
             '(random) weights.',
             logger='current',
             level=30)
+    if isinstance(meta, dict) and meta:
+        _check_dataset_meta(meta, model, task, source)
     model.cfg = cfg
     model.dataset_meta = dict(meta) if isinstance(
         meta, dict) and meta else dataset_meta_of_config(cfg)
     return model.to(device).eval()
+
+
+def _check_dataset_meta(meta: dict, model: nn.Module, task: str,
+                        source: str) -> None:
+    """Refuse a checkpoint whose stored ``dataset_meta`` describes another
+    number of keypoints / classes than the model outputs (decoding and
+    drawing would fail part-way through a run)."""
+    if task == 'pose':
+        stored = meta.get('num_keypoints')
+        outputs = getattr(getattr(model, 'head', None), 'out_channels', None)
+        what = 'keypoints'
+    elif task == 'seg':
+        classes = meta.get('classes')
+        stored = len(classes) if isinstance(classes, (list, tuple)) else None
+        outputs = getattr(getattr(model, 'decode_head', None), 'num_classes',
+                          None)
+        what = 'classes'
+    else:
+        return
+    if isinstance(stored, int) and isinstance(outputs, int) and \
+            stored != outputs:
+        raise ValueError(
+            f'{source}: its meta.dataset_meta describes {stored} {what}, but '
+            f'the model of the config predicts {outputs}; the checkpoint '
+            'belongs to another dataset or config. Use the config it was '
+            'trained with.')
 
 
 # --------------------------------------------------------------- pipeline

@@ -29,7 +29,7 @@ import os.path as osp
 import pickle
 import re
 from collections import OrderedDict
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -369,6 +369,8 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
                 path, detail.group(1).strip() if detail else
                 str(e).splitlines()[0]) from None
         name = found.group(1)
+        if '.' not in name:  # torch names builtins bare ("GLOBAL eval")
+            name = f'builtins.{name}'
         msg = (f'Refused to load checkpoint {path}: it needs the Python '
                f'object `{name}`, which is not in sapiens_mm\'s checkpoint '
                'allowlist (unpickling unknown objects can run arbitrary '
@@ -462,13 +464,20 @@ def load_state_dict(module: nn.Module,
     Non-finite weights are always refused (:func:`check_finite`), with
     ``strict`` or not.
 
+    A ``module`` on the ``meta`` device (built under
+    ``torch.device('meta')``: no memory) checks keys and shapes only: the
+    tensors are assigned to it, not copied, and their values are not
+    checked.
+
     Raises:
         RuntimeError: If any key has the wrong shape (nothing is loaded),
             or, with ``strict``, if any key is missing or unexpected. The
             message lists the missing, unexpected and wrong-shape keys.
         ValueError: A tensor has NaN / inf values (nothing is loaded).
     """
-    check_finite(state_dict, source)
+    skeleton = any(t.is_meta for t in module.parameters())
+    if not skeleton:
+        check_finite(state_dict, source)
     own = module.state_dict()
     mismatched = [
         f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}'
@@ -482,7 +491,8 @@ def load_state_dict(module: nn.Module,
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
     else:
-        result = module.load_state_dict(state_dict, strict=False)
+        result = module.load_state_dict(state_dict, strict=False,
+                                        assign=skeleton)
         missing, unexpected = result.missing_keys, result.unexpected_keys
         if not (missing or unexpected):
             return
@@ -516,13 +526,35 @@ def load_checkpoint(model: nn.Module,
     Returns:
         The loaded checkpoint object (with ``meta`` when the file has one).
     """
+    checkpoint, state = read_checkpoint(path, model, map_location,
+                                        revise_keys)
+    load_state_dict(model, state, strict=strict, source=path)
+    return checkpoint
+
+
+def read_checkpoint(
+    path: str,
+    model: nn.Module,
+    map_location: Any = 'cpu',
+    revise_keys: Optional[List[tuple]] = None
+) -> Tuple[Any, 'OrderedDict[str, torch.Tensor]']:
+    """Read a checkpoint file and its state dict in ``model``'s key layout,
+    without loading it (see :func:`load_checkpoint`).
+
+    ``model`` only decides the key layout (official Sapiens2 names), so a
+    skeleton built on the ``meta`` device serves: with
+    :func:`load_state_dict` it checks the keys and shapes before the real
+    model is allocated.
+
+    Returns:
+        ``(checkpoint object, state dict)``.
+    """
     checkpoint = load_file(path, map_location)
     state = from_official_layout(get_state_dict(checkpoint), model)
     for pattern, repl in revise_keys or []:
         state = OrderedDict(
             (re.sub(pattern, repl, k), v) for k, v in state.items())
-    load_state_dict(model, state, strict=strict, source=path)
-    return checkpoint
+    return checkpoint, state
 
 
 def load_backbone_checkpoint(backbone: nn.Module,

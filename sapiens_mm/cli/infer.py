@@ -68,6 +68,12 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
         m.add_argument(f'--{task}-config', metavar='CFG', default=None,
                        help=f'{task} config (default: the shipped config of '
                        f'the recognised --{task} checkpoint)')
+    m.add_argument('--trust-pt2', action='store_true',
+                   help='trust the .pt2 models given (record their SHA-256 '
+                   'in the trust store) although they were not exported '
+                   'on this machine. A .pt2 graph is a program that runs '
+                   'with your rights: only for files you vouch for; prefer '
+                   '.onnx for models from elsewhere (docs/security.md)')
     m.add_argument('--tasks', nargs='+', choices=CLI_TASKS, default=None,
                    help='run only these of the given models\' tasks')
     r = p.add_argument_group('runtime')
@@ -298,6 +304,14 @@ def _run(args: argparse.Namespace) -> List[dict]:
     from sapiens_mm.zoo import ConfigMismatchError
     bboxes = _load_bboxes(args.bboxes)
     models = models_from_args(args)
+    if args.trust_pt2:
+        pt2 = [spec['checkpoint'] for spec in models.values()
+               if str(spec['checkpoint'] or '').lower().endswith('.pt2')]
+        if not pt2:
+            raise ValueError('--trust-pt2 was given, but no .pt2 model.')
+        from sapiens_mm.deploy import trust_exported_program
+        for path in pt2:
+            trust_exported_program(path)
     if not (args.no_save_pred and args.no_save_vis):
         # before any model is built or run
         from sapiens_mm.engine.fileio import ensure_writable_dir

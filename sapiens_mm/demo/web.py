@@ -78,15 +78,20 @@ def find_checkpoints(paths: Sequence[str]) -> Dict[str, Dict[str, str]]:
     return found
 
 
-def _read_upload(path: Optional[str]) -> np.ndarray:
+def _read_upload(path: str) -> np.ndarray:
+    """The uploaded image (BGR), refused before decoding when it is over
+    the size limits (:func:`~sapiens_mm.utils.image_io.read_image`)."""
+    from sapiens_mm.utils.image_io import (ImageTooLargeError,
+                                           UnreadableImageError, read_image)
     name = osp.basename(path)
-    data = np.fromfile(path, np.uint8) if osp.getsize(path) else None
-    img = None if data is None else cv2.imdecode(data, cv2.IMREAD_COLOR)
-    if img is None:
+    try:
+        return read_image(path, backend='cv2')
+    except ImageTooLargeError as e:
+        raise ValueError(str(e).replace(path, name)) from None
+    except UnreadableImageError:
         raise ValueError(
             f'{name} is not an image that can be read: upload a JPEG, PNG, '
-            'BMP, TIFF or WebP photo.')
-    return img
+            'BMP, TIFF or WebP photo.') from None
 
 
 def _panel(img: np.ndarray, title: str) -> np.ndarray:
@@ -233,8 +238,11 @@ class WebDemo:
                 img = _read_upload(upload)
                 name = osp.splitext(osp.basename(upload))[0]
             elif webcam is not None:
-                img = np.ascontiguousarray(np.asarray(webcam)[..., :3][
-                    ..., ::-1])
+                from sapiens_mm.utils.image_io import check_image_size
+                webcam = np.asarray(webcam)
+                check_image_size(webcam.shape[1], webcam.shape[0],
+                                 'The webcam snapshot')
+                img = np.ascontiguousarray(webcam[..., :3][..., ::-1])
                 name = 'webcam'
             else:
                 raise ValueError('Upload an image or take a webcam snapshot '
@@ -246,8 +254,7 @@ class WebDemo:
                 img = cv2.resize(img, None, fx=scale, fy=scale,
                                  interpolation=cv2.INTER_AREA)
             with self._lock:
-                self._runs += 1
-                out_dir = osp.join(self.out_root, f'run_{self._runs:04d}')
+                out_dir = self._new_run_dir()
                 # the input as a file: the outputs are named after it
                 path = osp.join(out_dir, 'input', name + '.png')
                 os.makedirs(osp.dirname(path), exist_ok=True)
@@ -259,6 +266,7 @@ class WebDemo:
                     show_progress=False, skeleton_style=skeleton_style,
                     export_formats=tuple(export_formats),
                     save_mask=save_mask)[0]
+                files = self._downloads(out_dir)
         except Exception as e:  # noqa: BLE001 (any failure: said in the page)
             if isinstance(e, ConfigMismatchError):  # in this demo's words
                 e = ValueError(e.explain(
@@ -272,11 +280,24 @@ class WebDemo:
         panels = [('input', img)] + [(t, vis[t]) for t in DEMO_TASKS
                                      if t in vis]
         panels += [(t, v) for t, v in vis.items() if t not in DEMO_TASKS]
-        files = self._downloads(out_dir)
         shape = 'x'.join(map(str, img.shape[1::-1]))
         status = (f'Ran {", ".join(t for t in DEMO_TASKS if t in tasks)} on '
                   f'{name} ({shape}); {len(files)} file(s) to download.')
         return side_by_side(panels)[..., ::-1], files, status
+
+    def _new_run_dir(self) -> str:
+        """A new, empty ``run_NNNN`` folder under the output root: the
+        first free number (a restarted demo with the same ``--out-dir``
+        continues after the runs already there)."""
+        os.makedirs(self.out_root, exist_ok=True)
+        while True:
+            self._runs += 1
+            out_dir = osp.join(self.out_root, f'run_{self._runs:04d}')
+            try:
+                os.mkdir(out_dir)
+            except FileExistsError:
+                continue
+            return out_dir
 
     @staticmethod
     def _downloads(out_dir: str) -> List[str]:

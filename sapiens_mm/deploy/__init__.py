@@ -20,9 +20,19 @@ from .runtime import (
 )
 from .safe_load import (
     UnsafeModelError,
+    check_graph_target,
     check_pt2_archive,
+    check_size_expression,
     config_from_data,
     config_to_data,
+)
+from .trust import (
+    TRUST_STORE_ENV,
+    UntrustedModelError,
+    open_trusted_pt2,
+    trust_exported_program,
+    trust_store_path,
+    trusted_digests,
 )
 
 #: The exporter's names, loaded with :mod:`.export` on first use.
@@ -32,8 +42,11 @@ _EXPORT_NAMES = ('DEFAULT_OPSET', 'MIN_OPSET', 'SapiensExportModule',
 __all__ = [
     'OUTPUT_NAMES', 'read_metadata', 'EXPORTED_SUFFIXES', 'ExportedModel',
     'is_exported_model', 'postprocess_dense', 'postprocess_pose',
-    'UnsafeModelError', 'check_pt2_archive', 'config_from_data',
-    'config_to_data', *_EXPORT_NAMES
+    'UnsafeModelError', 'check_pt2_archive', 'check_graph_target',
+    'check_size_expression', 'config_from_data', 'config_to_data',
+    'TRUST_STORE_ENV', 'UntrustedModelError', 'open_trusted_pt2',
+    'trust_exported_program', 'trust_store_path', 'trusted_digests',
+    *_EXPORT_NAMES
 ]
 
 

@@ -36,6 +36,7 @@ from typing import Dict, Literal, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn as nn
 from mmengine.config import Config
+from mmengine.logging import print_log
 
 from sapiens_mm.apis.inference import (
     find_pipeline_step,
@@ -51,7 +52,8 @@ from sapiens_mm.engine.fileio import atomic_path, atomic_write
 from sapiens_mm.tasks import MAP_TASKS, Task
 
 from .metadata import INPUT_NAME, METADATA_VERSION, OUTPUT_NAMES, PT2_EXTRA
-from .safe_load import config_to_data
+from .safe_load import UnsafeModelError, config_to_data
+from .trust import trust_exported_program
 
 __all__ = [
     'SapiensExportModule', 'check_test_cfg', 'export_metadata',
@@ -377,6 +379,7 @@ def export_model(config: Union[str, Config],
         with atomic_path(path) as tmp:  # never a partial .pt2
             torch.export.save(program, tmp,
                               extra_files={PT2_EXTRA: meta_json})
+        _record_trusted(path)
         atomic_write(json.dumps(meta, indent=1), path + '.json')
         written['pt2'] = path
         written['pt2_json'] = path + '.json'
@@ -384,6 +387,18 @@ def export_model(config: Union[str, Config],
         path = osp.join(out_dir, f'{name}.onnx')
         written['onnx'] = _export_onnx(program, path, opset, meta)
     return written
+
+
+def _record_trusted(path: str) -> None:
+    """Add a ``.pt2`` just written to the trust store (a store that cannot
+    be written is logged: the file is valid, but this installation will
+    refuse it until it is trusted)."""
+    try:
+        trust_exported_program(path, source='exported')
+    except (OSError, UnsafeModelError) as e:
+        print_log(f'{e}. {path} was written, but sapiens_mm refuses to load '
+                  'it until it is trusted (--trust-pt2).', logger='current',
+                  level=30)
 
 
 def _export_onnx(program, path: str, opset: int, meta: dict) -> str:

@@ -11,6 +11,7 @@ from mmengine.structures import InstanceData, PixelData
 
 from .metadata import read_metadata
 from .safe_load import check_pt2_archive
+from .trust import open_trusted_pt2
 
 __all__ = [
     'ExportedModel', 'EXPORTED_SUFFIXES', 'is_exported_model',
@@ -37,9 +38,12 @@ class ExportedModel:
     Raises:
         FileNotFoundError: No such file.
         ValueError: Not an exported Sapiens model.
-        UnsafeModelError: A ``.pt2`` archive holds pickled entries (see
-            :func:`~sapiens_mm.deploy.safe_load.check_pt2_archive`); it is
-            refused before torch reads it.
+        UntrustedModelError: A ``.pt2`` archive this installation did not
+            export and the user did not vouch for (see
+            :mod:`sapiens_mm.deploy.trust`); refused before torch reads it.
+        UnsafeModelError: A trusted ``.pt2`` archive whose graph or
+            weights could still run code (see
+            :func:`~sapiens_mm.deploy.safe_load.check_pt2_archive`).
     """
 
     def __init__(self, path: str, device: str = 'cpu') -> None:
@@ -63,8 +67,12 @@ class ExportedModel:
             self.module = None
         else:
             self.session = None
-            check_pt2_archive(self.path)
-            self.module = torch.export.load(self.path).module().to(self.device)
+            # torch reads the very file object that was hashed and checked
+            with open_trusted_pt2(self.path) as f:
+                check_pt2_archive(self.path, f)
+                f.seek(0)
+                program = torch.export.load(f)
+            self.module = program.module().to(self.device)
 
     def __call__(self, images: np.ndarray) -> np.ndarray:
         """Raw output for a batch.

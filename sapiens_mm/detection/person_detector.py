@@ -28,6 +28,7 @@ from typing import List, Literal, Optional, Sequence, Tuple, Union
 import cv2
 import numpy as np
 import torch
+from mmengine.logging import print_log
 
 __all__ = [
     'PersonDetector', 'OpenCVPersonDetector', 'OpenCVFaceDetector',
@@ -379,7 +380,8 @@ def select_person_boxes(
 
     1. ``user_boxes`` when given (N x 4 (x1, y1, x2, y2), or N x 5 with a
        score as the last column): clipped to the image, in the given order,
-       no threshold / NMS (boxes entirely outside the image are dropped).
+       no threshold / NMS (boxes entirely outside the image are dropped,
+       with a warning).
     2. Else the detector's boxes with score >= ``bbox_thr``, after NMS.
     3. Else (no detector or nothing found) the whole image, score 1.
 
@@ -412,6 +414,14 @@ def select_person_boxes(
         boxes[:, 0::2] = np.clip(boxes[:, 0::2], 0, shape[1])
         boxes[:, 1::2] = np.clip(boxes[:, 1::2], 0, shape[0])
         ok = (boxes[:, 2] - boxes[:, 0] >= 1) & (boxes[:, 3] - boxes[:, 1] >= 1)
+        if not ok.all():
+            outside = [arr[i, :4].tolist() for i in np.flatnonzero(~ok)]
+            print_log(
+                f'{len(outside)} of {len(arr)} person box(es) lie outside the '
+                f'{shape[1]}x{shape[0]} image (e.g. {outside[0]}) and are '
+                'dropped' + ('.' if ok.any() else
+                             '; the detector (or the whole image) is used '
+                             'instead.'), logger='current', level=30)
         if ok.any():  # user order kept
             return boxes[ok], scores[ok].astype(np.float32), 'user'
     if detector is not None:

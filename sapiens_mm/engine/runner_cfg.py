@@ -16,6 +16,7 @@ from mmengine.logging import print_log
 
 from sapiens_mm.engine.fileio import (
     atomic_write,
+    check_resumable,
     ensure_writable_dir,
     find_resumable_checkpoint,
     remove_stale_temp_files,
@@ -313,7 +314,9 @@ def build_train_cfg(config: str,
             ``./work_dirs/<config name>``.
         resume: ``'auto'`` resumes from the latest complete checkpoint of
             ``work_dir`` (see :func:`resolve_auto_resume`), a path resumes
-            from that checkpoint.
+            from that checkpoint (a training checkpoint of mmengine's
+            Runner: plain weights are refused, see
+            :func:`~sapiens_mm.engine.fileio.check_resumable`).
         amp: Mixed precision (see :func:`enable_amp`).
         auto_scale_lr: Scale the learning rate by the actual total batch
             size over ``auto_scale_lr.base_batch_size``.
@@ -353,6 +356,7 @@ def build_train_cfg(config: str,
     if resume == 'auto':
         resolve_auto_resume(cfg)
     elif resume is not None:
+        check_resumable(resume)
         cfg.resume = True
         cfg.load_from = resume
     if seed is not None or deterministic:

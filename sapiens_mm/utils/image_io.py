@@ -13,7 +13,9 @@ from PIL import Image, ImageOps
 
 __all__ = [
     'IMAGE_EXTENSIONS', 'VIDEO_EXTENSIONS', 'UnreadableImageError',
-    'list_images', 'read_image', 'truncation_problem'
+    'ImageTooLargeError', 'MAX_PIXELS_ENV', 'MAX_ASPECT_ENV',
+    'DEFAULT_MAX_PIXELS', 'DEFAULT_MAX_ASPECT', 'image_size_limits',
+    'check_image_size', 'list_images', 'read_image', 'truncation_problem'
 ]
 
 #: File name endings (case-insensitive) treated as images.
@@ -24,8 +26,119 @@ VIDEO_EXTENSIONS: Tuple[str, ...] = ('.mp4', '.avi', '.mov', '.mkv', '.webm',
                                      '.m4v', '.mpg', '.mpeg', '.wmv')
 
 
+#: Environment variables that set the image size limits (pixels, long
+#: side / short side) of :func:`check_image_size`.
+MAX_PIXELS_ENV = 'SAPIENS_MM_MAX_IMAGE_PIXELS'
+MAX_ASPECT_ENV = 'SAPIENS_MM_MAX_ASPECT_RATIO'
+#: 50 megapixels: above any phone or DSLR photo (a 45 MP full-frame
+#: sensor: 8192 x 5464), far below the gigabytes a decoded bomb takes (a
+#: 2 KB PNG can declare 4000 x 4000 pixels and more).
+DEFAULT_MAX_PIXELS = 50_000_000
+#: Long side / short side: panoramas stay well below it, while a 1280 x 1
+#: strip would be scaled into a panel hundreds of thousands of pixels wide.
+DEFAULT_MAX_ASPECT = 20.0
+
+
 class UnreadableImageError(OSError):
     """An image file that is missing, corrupt, truncated or not an image."""
+
+
+class ImageTooLargeError(UnreadableImageError):
+    """An image or video frame larger than the configured limits
+    (:func:`check_image_size`), refused before it is decoded."""
+
+
+def _env_number(name: str, default: float) -> float:
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float('nan')
+    if not value > 0 or value == float('inf'):
+        raise ValueError(f'${name}={text!r} is not a positive number; set it '
+                         f'to e.g. {default:g} or unset it.')
+    return value
+
+
+def image_size_limits() -> Tuple[int, float]:
+    """(max pixels, max aspect ratio) from ``$SAPIENS_MM_MAX_IMAGE_PIXELS``
+    and ``$SAPIENS_MM_MAX_ASPECT_RATIO`` (defaults
+    :data:`DEFAULT_MAX_PIXELS`, :data:`DEFAULT_MAX_ASPECT`).
+
+    Raises:
+        ValueError: A variable is set to something other than a positive
+            number.
+    """
+    return (int(_env_number(MAX_PIXELS_ENV, DEFAULT_MAX_PIXELS)),
+            _env_number(MAX_ASPECT_ENV, DEFAULT_MAX_ASPECT))
+
+
+def check_image_size(width: int,
+                     height: int,
+                     source: str,
+                     max_pixels: Optional[int] = None,
+                     max_aspect: Optional[float] = None) -> None:
+    """Refuse an image (or video frame) size before decoding it.
+
+    Decoding allocates ``width x height x 3`` bytes and every later step
+    (resizes, overlays, panels) scales with it, while the file can be a few
+    bytes: the size is checked from the header.
+
+    Args:
+        width: Width in pixels, as the header declares it.
+        height: Height in pixels.
+        source: The file (or video / webcam), for the message.
+        max_pixels: At most this many pixels (None:
+            :func:`image_size_limits`).
+        max_aspect: At most this long side / short side (None:
+            :func:`image_size_limits`).
+
+    Raises:
+        ImageTooLargeError: Over a limit (one line: the size, the limit,
+            how to raise it).
+    """
+    env_pixels, env_aspect = image_size_limits()
+    max_pixels = env_pixels if max_pixels is None else int(max_pixels)
+    max_aspect = env_aspect if max_aspect is None else float(max_aspect)
+    width, height = int(width), int(height)
+    if width <= 0 or height <= 0:
+        raise UnreadableImageError(
+            f'{source} declares an empty image ({width} x {height}).')
+    if width * height > max_pixels:
+        raise ImageTooLargeError(
+            f'{source} is {width} x {height} = {width * height:,} pixels, '
+            f'over the limit of {max_pixels:,} (decoding it would take '
+            f'{width * height * 3 / 2**30:.1f} GiB and more); scale it down, '
+            f'or raise the limit with ${MAX_PIXELS_ENV} if you trust the '
+            'file.')
+    aspect = max(width, height) / min(width, height)
+    if aspect > max_aspect:
+        raise ImageTooLargeError(
+            f'{source} is {width} x {height}, an aspect ratio of '
+            f'{aspect:.0f}:1, over the limit of {max_aspect:g}:1 (no person '
+            f'fits in it); crop it, or raise the limit with '
+            f'${MAX_ASPECT_ENV}.')
+
+
+def _check_header(content: bytes, source: str, max_pixels: Optional[int],
+                  max_aspect: Optional[float]) -> None:
+    """:func:`check_image_size` on the size the file's header declares
+    (Pillow reads the header only; nothing is decoded)."""
+    try:
+        with Image.open(io.BytesIO(content)) as img:
+            width, height = img.size
+    except Image.DecompressionBombError:  # Pillow's own, higher limit
+        raise ImageTooLargeError(
+            f'{source} declares more pixels than Pillow allows to decode '
+            f'({Image.MAX_IMAGE_PIXELS:,}); scale it down.') from None
+    except Exception:  # noqa: BLE001 (unidentified / corrupt header)
+        raise UnreadableImageError(
+            f'cannot decode {source}: unknown or corrupt image header (not '
+            'a JPEG, PNG, BMP, TIFF or WebP file)') from ValueError(
+                'unknown or corrupt image header')
+    check_image_size(width, height, source, max_pixels, max_aspect)
 
 
 def list_images(root: str,
@@ -110,7 +223,9 @@ def _decode_cv2(content: bytes) -> np.ndarray:
 
 def read_image(path: str,
                backend: Literal['pillow', 'cv2'] = 'pillow',
-               backend_args: Optional[dict] = None) -> np.ndarray:
+               backend_args: Optional[dict] = None,
+               max_pixels: Optional[int] = None,
+               max_aspect: Optional[float] = None) -> np.ndarray:
     """Read an image as a BGR uint8 array, or raise
     :class:`UnreadableImageError`.
 
@@ -121,10 +236,20 @@ def read_image(path: str,
             through :func:`truncation_problem`, since OpenCV decodes a
             truncated JPEG partially without an error).
         backend_args: mmengine file backend arguments.
+        max_pixels: Refuse images with more pixels, from the header, before
+            decoding (None: ``$SAPIENS_MM_MAX_IMAGE_PIXELS``, else 50 MP;
+            see :func:`check_image_size`).
+        max_aspect: Refuse images whose long side / short side is larger
+            (None: ``$SAPIENS_MM_MAX_ASPECT_RATIO``, else 20).
 
     Returns:
         (H, W, 3) uint8 BGR image. Grey images are expanded to 3 channels and
         an alpha channel is dropped.
+
+    Raises:
+        ImageTooLargeError: Over the size limits (nothing decoded).
+        UnreadableImageError: Missing, empty, corrupt, truncated or not an
+            image.
     """
     try:
         content = get_bytes(path, backend_args=backend_args)
@@ -132,6 +257,7 @@ def read_image(path: str,
         raise UnreadableImageError(f'cannot read {path}: {e}') from e
     if not content:
         raise UnreadableImageError(f'{path} is an empty file')
+    _check_header(content, path, max_pixels, max_aspect)
     try:
         img = (_decode_pillow if backend == 'pillow' else _decode_cv2)(content)
     except Exception as e:  # PIL raises OSError, SyntaxError, ValueError...

@@ -97,10 +97,12 @@ def test_video_is_renamed_only_when_complete(tmp_path):
     videos = VideoWriters()
     for i in range(3):
         videos.write(0, 'seg', str(final), image(48, 64, i), fps=5.0)
-    # while frames are still coming, nothing stands under the final name
+    # while frames are still coming, nothing stands under the final name:
+    # the frames go to a private hidden folder beside it
     assert not final.exists()
-    assert os.listdir(final.parent) == [
-        os.path.basename(VideoWriters.temporary_path(str(final)))]
+    (private, ) = os.listdir(final.parent)
+    assert private.startswith('.clip.tmp')
+    assert os.stat(final.parent / private).st_mode & 0o077 == 0
     videos.release()
     assert os.listdir(final.parent) == ['clip.mp4']
     assert _count_frames(final)[0] == 3
@@ -110,6 +112,24 @@ def test_video_is_renamed_only_when_complete(tmp_path):
     videos.discard()
     assert os.listdir(final.parent) == ['clip.mp4']
     assert _count_frames(final)[0] == 3
+
+
+def test_video_never_writes_through_a_planted_link(tmp_path):
+    """A symlink planted under the temporary name the writer used to
+    choose (``.<stem>.tmp<pid>.mp4``) leaves its target untouched."""
+    from sapiens_mm.apis.inferencers.utils import VideoWriters
+    victim = tmp_path / 'victim.txt'
+    victim.write_bytes(b'precious')
+    out = tmp_path / 'vis'
+    out.mkdir()
+    (out / f'.clip.tmp{os.getpid()}.mp4').symlink_to(victim)
+    videos = VideoWriters()
+    for i in range(2):
+        videos.write(0, 'seg', str(out / 'clip.mp4'), image(48, 64, i),
+                     fps=5.0)
+    videos.release()
+    assert victim.read_bytes() == b'precious'
+    assert (out / 'clip.mp4').stat().st_size > 0
 
 
 def test_full_disk_during_a_video_leaves_no_video(seg, tmp_path,

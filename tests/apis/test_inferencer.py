@@ -191,7 +191,7 @@ def test_unreadable_image_in_folder_is_skipped(inferencer, tmp_path):
     assert [r['name'] for r in results] == ['a', 'sub/c']
     assert inferencer.skipped == [
         (str(folder / 'b.jpg'),
-         'not a readable image (OpenCV could not decode the file)')]
+         'not a readable image (unknown or corrupt image header)')]
     assert (tmp_path / 'out/seg/sub/c.npy').is_file()
 
 
@@ -412,7 +412,9 @@ def test_cli(tmp_path, capsys):
 
 
 #: Every option of the inference CLI (``--debug`` is read by its ``cli()``
-#: wrapper, for tracebacks; the others must reach the inferencer).
+#: wrapper, for tracebacks, ``--trust-pt2`` records .pt2 models in the trust
+#: store before they are built: tests/deploy/test_pt2_trust.py; the others
+#: must reach the inferencer).
 CLI_OPTIONS = (
     '--out-dir', '--checkpoints', '--pose', '--pose-config', '--seg',
     '--seg-config', '--depth', '--depth-config', '--normal',
@@ -425,7 +427,8 @@ CLI_OPTIONS = (
     '--d-cutoff', '--stabilize-dense', '--stabilize-alpha', '--kpt-thr',
     '--no-draw-bbox', '--no-save-pred', '--no-save-vis', '--show',
     '--wait-time', '--no-progress', '--skeleton-style', '--export-format',
-    '--save-mask', '--debug', '--no-whole-image-fallback', '--verbose',
+    '--save-mask', '--debug', '--trust-pt2', '--no-whole-image-fallback',
+    '--verbose',
 )
 
 

@@ -1,6 +1,5 @@
 """Unlabeled image dataset, pretraining configs, a tiny Runner run, tools."""
 import io
-import logging
 from pathlib import Path
 
 import cv2
@@ -8,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
-from mmengine.logging import MMLogger
 from mmengine.runner import Runner
 from PIL import Image
 
+from log_helpers import logged_warnings
 from tool_helpers import load_tool
 
 from sapiens_mm.checkpoint import load_file
@@ -91,20 +90,12 @@ def test_dataset_skips_and_counts_unreadable_images(image_tree):
         data_root=str(image_tree), pipeline=[dict(type='mmpretrain.PackInputs')],
         test_mode=True)
     assert len(ds) == 7
-    records = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
-    logger = MMLogger.get_current_instance()
-    logger.addHandler(handler)
-    try:
+    with logged_warnings() as messages:
         items = [ds[i] for i in range(len(ds))]
-    finally:
-        logger.removeHandler(handler)
     for item in items:
         assert item['inputs'].shape == (3, 48, 64)
     assert sorted(Path(p).relative_to(image_tree).as_posix()
                   for p in ds.skipped) == BAD
-    messages = [r.getMessage() for r in records]
     assert len(messages) == 3 and '3 skipped so far' in messages[-1]
     # A known-bad file is not read again.
     bad_idx = [i for i in range(len(ds))

@@ -220,19 +220,19 @@ def test_demo_smoke_run(tmp_path):
     _readme_commands_run(tmp_path, env)
 
 
-def _readme_block(name):
-    """The code of README.md between ``<!-- name:start -->`` and
-    ``<!-- name:end -->`` (one fenced block)."""
-    text = (ROOT / 'README.md').read_text()
+def _readme_block(name, page='README.md'):
+    """The code of ``page`` (README.md or a docs page) between
+    ``<!-- name:start -->`` and ``<!-- name:end -->`` (one fenced block)."""
+    text = (ROOT / page).read_text()
     block = text.split(f'<!-- {name}:start -->')[1].split(
         f'<!-- {name}:end -->')[0]
     return block.split('```', 2)[1].split('\n', 1)[1]
 
 
 def _readme_commands_run(root, env):
-    """README's first screen (set-up to a photo result) and its stock front
-    end example, executed as written in ``root`` where the demo wrote
-    ``work_dirs/demo``: the first command, ``make demo``, is the shortened
+    """README's first screen (set-up to a photo result) and the stock front
+    end example of docs/inference.md, executed as written in ``root`` where
+    the demo wrote ``work_dirs/demo``: the first command, ``make demo``, is the shortened
     demo just run; ``.venv/bin/python`` is this interpreter."""
     env = dict(env, PYTHONPATH=str(ROOT))
     commands = _readme_block('first-photo').strip().splitlines()
@@ -246,7 +246,8 @@ def _readme_commands_run(root, env):
         vis = cv2.imread(str(root / 'outputs' / task / 'astronaut.png'))
         assert vis is not None and vis.std() > 0
     proc = subprocess.run([sys.executable, '-c',
-                           _readme_block('stock-frontends')], cwd=root,
+                           _readme_block('stock-frontends',
+                                         'docs/inference.md')], cwd=root,
                           env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -23,7 +23,8 @@ from sapiens_mm.checkpoint import (CheckpointTypeError, TrustedTypeError,
                                    add_trusted_types, load_file)
 from sapiens_mm.deploy import (ExportedModel, UnsafeModelError,
                                check_pt2_archive, config_from_data,
-                               config_to_data, read_metadata)
+                               config_to_data, read_metadata,
+                               trust_exported_program)
 from tiny_configs import ROOT, TINY
 
 PYTHON_PAYLOAD = "__import__('os').system('touch {marker}')\n"
@@ -164,16 +165,21 @@ def test_pt2_pickled_weight_refused_before_torch(tmp_path):
                    capture_output=True, timeout=300)
     assert marker.exists()
     marker.unlink()
-    # ... sapiens_mm refuses the file before torch reads it
+    # ... sapiens_mm refuses the file before torch reads it: it was not
+    # exported here, and even when vouched for, its pickled weight
     with pytest.raises(UnsafeModelError, match="'weight'.*use_pickle"):
         check_pt2_archive(str(evil))
+    with pytest.raises(UnsafeModelError, match='not exported by this'):
+        ExportedModel(str(evil))
+    trust_exported_program(str(evil))
     with pytest.raises(UnsafeModelError, match='use_pickle'):
         ExportedModel(str(evil))
     assert not marker.exists()
-    # and so does the standalone runner
+    # and so does the standalone runner, with --trust-pt2 too
     proc = subprocess.run(
         [sys.executable, str(ROOT / 'tools/deploy/run_exported.py'),
-         str(evil), _image(tmp_path), '--out-dir', str(tmp_path / 'o')],
+         str(evil), _image(tmp_path), '--out-dir', str(tmp_path / 'o'),
+         '--trust-pt2'],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and 'use_pickle' in proc.stderr
     assert 'Traceback' not in proc.stderr
@@ -293,6 +299,23 @@ def test_refusal_never_suggests_allowlisting_code(tmp_path):
     assert 'SAPIENS_MM_TRUSTED_TYPES' not in str(err.value)
     assert 'malicious' in str(err.value)
     assert not marker.exists()
+
+
+class EvalRunner:
+    """Unpickling this calls ``eval`` (torch reports the global bare:
+    ``GLOBAL eval``)."""
+
+    def __reduce__(self):
+        return (eval, ('1 + 1', ))
+
+
+def test_builtin_refusal_names_the_builtin_and_suggests_nothing(tmp_path):
+    path = tmp_path / 'eval.pth'
+    torch.save({'x': EvalRunner()}, path)
+    with pytest.raises(CheckpointTypeError, match='builtins.eval') as err:
+        load_file(str(path))
+    assert 'add_trusted_types' not in str(err.value)
+    assert 'malicious' in str(err.value)
 
 
 @pytest.mark.parametrize('name', [

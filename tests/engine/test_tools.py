@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tool_helpers import load_tool
 
@@ -43,8 +44,14 @@ def test_train_options(cfg_path):
     assert cfg.randomness == dict(seed=7, deterministic=True)
     assert cfg.train_dataloader.batch_size == 8
 
-    cfg = build_train_cfg(cfg_path, resume='some/epoch_3.pth')
-    assert cfg.resume is True and cfg.load_from == 'some/epoch_3.pth'
+    ckpt = Path(cfg_path).with_name('epoch_3.pth')
+    torch.save(dict(meta=dict(epoch=3, iter=12), message_hub={},
+                    state_dict={}), str(ckpt))
+    cfg = build_train_cfg(cfg_path, resume=str(ckpt))
+    assert cfg.resume is True and cfg.load_from == str(ckpt)
+    with pytest.raises(FileNotFoundError, match='--resume: checkpoint not '
+                       'found: some/epoch_3.pth'):
+        build_train_cfg(cfg_path, resume='some/epoch_3.pth')
 
 
 def test_auto_scale_lr_needs_base_batch_size(tmp_path):

@@ -33,18 +33,30 @@ Outputs in ``--out-dir``: ``<stem>.<task>.npy`` (seg, depth, normal) or
 stem get ``<stem>_1``, ``<stem>_2``... and ``outputs.json`` maps every input
 to its output. Files are written atomically (temporary file + rename).
 
-Nothing in the model file is executed: the metadata is read as JSON, and a
-``.pt2`` archive whose weights torch would unpickle (``use_pickle``,
-legacy ``.pt`` payloads, custom objects) is refused before torch opens it.
-Errors end with one line (``--debug`` shows the traceback).
+A ``.pt2`` graph is a program (torch evaluates its size expressions as
+Python, and its operators can write files), so a ``.pt2`` runs only when
+its SHA-256 is in sapiens_mm's per-user trust store (every ``.pt2`` that
+``tools/deploy/export.py`` writes is recorded there; the store is
+``$SAPIENS_MM_TRUST_STORE``, else ``$XDG_CONFIG_HOME/sapiens_mm/
+trusted_pt2.json`` or ``~/.config/sapiens_mm/trusted_pt2.json``), or with
+``--trust-pt2`` (you vouch for the file: it runs with your rights). Models
+from elsewhere are best exchanged as ``.onnx``. A trusted archive is still
+refused when torch would unpickle its weights (``use_pickle``, legacy
+``.pt`` payloads, custom objects) or its size expressions are not plain
+arithmetic. ONNX metadata is read as JSON. Errors end with one line
+(``--debug`` shows the traceback).
 """
 import argparse
+import collections
+import hashlib
 import io
 import json
 import os
 import os.path as osp
 import re
+import stat
 import sys
+import tempfile
 import zipfile
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -53,8 +65,10 @@ import numpy as np
 
 
 # ------------------------------------------------------------------ model
-# Standalone copy of the check in sapiens_mm.deploy.safe_load (this script
-# must run without sapiens_mm): only plain-data entries are accepted.
+# Standalone copies of the checks in sapiens_mm.deploy.safe_load and of the
+# trust store lookup of sapiens_mm.deploy.trust (this script must run
+# without sapiens_mm; tests/deploy/test_pt2_trust.py keeps them in
+# agreement): only plain-data entries are accepted.
 _PT2_DATA = re.compile(
     r'^(archive_format|archive_version|byteorder|\.data/version|'
     r'\.data/serialization_id|models/[^/]+\.json|extra/[^/]+|'
@@ -64,12 +78,184 @@ _PT2_DATA = re.compile(
     r'data/sample_inputs/[^/]+\.pt)$')
 
 
-def check_pt2(path: str) -> None:
-    """Refuse a ``.pt2`` archive that ``torch.export.load`` would unpickle
-    code from (see ``sapiens_mm.deploy.safe_load.check_pt2_archive``)."""
+_SIZE_NAMES = frozenset({
+    'Symbol', 'Integer', 'Rational', 'Add', 'Mul', 'Max', 'Min', 'Abs',
+    'Eq', 'Ne', 'Lt', 'Le', 'Gt', 'Ge', 'Equality', 'Unequality',
+    'StrictLessThan', 'LessThan', 'StrictGreaterThan', 'GreaterThan', 'And',
+    'Or', 'Not', 'true', 'false', 'True', 'False', 'BooleanTrue',
+    'BooleanFalse', 'FloorDiv', 'ModularIndexing', 'Where', 'PythonMod',
+    'Mod', 'CleanDiv', 'CeilToInt', 'FloorToInt', 'CeilDiv', 'FloatTrueDiv',
+    'IntTrueDiv', 'TruncToFloat', 'TruncToInt', 'RoundToInt', 'ToFloat',
+    'Identity', 'positive', 'negative', 'nonnegative', 'nonpositive',
+    'integer', 'real', 'finite', 'zero', 'nonzero', 'even', 'odd',
+    'rational', 'commutative'
+})
+_SIZE_TOKEN = re.compile(r"""\s+|'[a-z]{1,3}\d+'|"[a-z]{1,3}\d+"|"""
+                         r'\d{1,20}(?!\d)|[A-Za-z_][A-Za-z0-9_]*|'
+                         r'[-+*/%(),<>=!]')
+_SYM_TARGETS = frozenset(
+    [f'_operator.{n}' for n in ('eq', 'ne', 'le', 'ge', 'lt', 'gt', 'neg',
+                                'pos', 'mul', 'add', 'sub', 'floordiv',
+                                'mod', 'truediv', 'and_', 'or_', 'getitem')]
+    + ['math.trunc'] + [f'torch.sym_{n}' for n in ('not', 'int', 'float',
+                                                    'ite', 'max', 'min',
+                                                    'sqrt')])
+
+
+def is_plain_size(text) -> bool:
+    """Whether a graph's symbolic size (``expr_str``, which torch
+    evaluates as Python) is plain arithmetic on size symbols."""
+    if not isinstance(text, str) or len(text) > 4000 or '**' in text:
+        return False
+    pos = 0
+    while pos < len(text):
+        m = _SIZE_TOKEN.match(text, pos)
+        if m is None:
+            return False
+        token = m.group()
+        if (token[0].isalpha() or token[0] == '_') and \
+                token not in _SIZE_NAMES and \
+                not re.match(r'^[a-z]{1,3}\d+$', token):
+            return False
+        pos = m.end()
+    return True
+
+
+def _schema(target):
+    """The ATen schema of a graph node's target, None if it is not an ATen
+    operator a model export may call (file operators, ``set_``)."""
     import torch
+    m = re.match(r'^torch\.ops\.aten\.([a-z_][a-z0-9_]*)\.(\w+)$',
+                 target) if isinstance(target, str) else None
+    if m is None or m[1] in ('from_file', 'save', 'set_', 'set_data'):
+        return None
     try:
-        archive = zipfile.ZipFile(path)
+        return getattr(getattr(torch.ops.aten, m[1]), m[2])._schema
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _tensors(arg) -> set:
+    names, todo = set(), [arg]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if k.startswith(('as_tensor', 'as_optional_tensor')) and \
+                        isinstance(v, dict) and isinstance(v.get('name'),
+                                                           str):
+                    names.add(v['name'])
+                else:
+                    todo.append(v)
+        elif isinstance(item, list):
+            todo.extend(item)
+    return names
+
+
+def is_model_node(node: dict, external: set) -> bool:
+    """Size arithmetic, or an ATen operator that touches no file and writes
+    in place only tensors the graph computed (``external``: the inputs,
+    weights, buffers and their views, grown by this node's views)."""
+    if node['target'] in _SYM_TARGETS:
+        return True
+    schema = _schema(node['target'])
+    if schema is None:
+        return False
+    args = {i.get('name'): i.get('arg') for i in node['inputs']
+            if isinstance(i, dict)}
+    written = set().union(*[_tensors(args.get(a.name))
+                            for a in schema.arguments
+                            if a.alias_info is not None
+                            and a.alias_info.is_write])
+    if written & external:
+        return False
+    if _tensors(list(args.values())) & external and \
+            any(r.alias_info is not None for r in schema.returns):
+        external |= _tensors(node.get('outputs'))
+    return True
+
+
+def _graph_problem(graph):
+    """The first size expression or operator of a serialized graph that a
+    model export never has, or None."""
+    todo = collections.deque([graph])  # in file order
+    while todo:
+        item = todo.popleft()
+        if isinstance(item, dict):
+            if isinstance(item.get('nodes'), list):  # a graph
+                external = _tensors(item.get('inputs'))
+                for node in item['nodes']:
+                    if isinstance(node, dict) and 'target' in node and \
+                            not is_model_node(node, external):
+                        return f'the operator {str(node["target"])[:80]!r}'
+            for k, v in item.items():
+                if k == 'expr_str' and not is_plain_size(v):
+                    return f'the symbolic size {str(v)[:80]!r}'
+                todo.append(v)
+        elif isinstance(item, list):
+            todo.extend(item)
+    return None
+
+
+def trust_store_path() -> str:
+    """sapiens_mm's ``.pt2`` trust store (``sapiens_mm.deploy.trust``)."""
+    path = os.environ.get('SAPIENS_MM_TRUST_STORE')
+    if path:
+        return osp.abspath(osp.expanduser(path))
+    base = os.environ.get('XDG_CONFIG_HOME') or (
+        os.environ.get('APPDATA') if os.name == 'nt' else None) or \
+        osp.join(osp.expanduser('~'), '.config')
+    return osp.join(base, 'sapiens_mm', 'trusted_pt2.json')
+
+
+def trusted_digests() -> set:
+    """SHA-256 digests of the ``.pt2`` files sapiens_mm exported here (or
+    a user vouched for); empty without a usable store."""
+    store = trust_store_path()
+    if not osp.isfile(store):
+        return set()
+    if os.name == 'posix':
+        for p in (store, osp.dirname(store)):
+            st = os.stat(p)
+            if st.st_uid != os.getuid() or \
+                    st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                raise ValueError(
+                    f'The .pt2 trust store {p} is writable by other users '
+                    f'or not owned by you; fix it with `chmod go-w {p}`.')
+    try:
+        with open(store, encoding='utf-8') as f:
+            data = json.load(f)
+        return set(data['files'])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ValueError(f'The .pt2 trust store {store} is unreadable or '
+                         'altered; delete it and re-export.') from None
+
+
+def check_pt2(path: str, file=None, trusted: bool = False) -> None:
+    """Refuse a ``.pt2`` archive that is not trusted (its digest is not in
+    the trust store and ``trusted`` is False), or that ``torch.export.load``
+    would unpickle or evaluate code from (see
+    ``sapiens_mm.deploy.safe_load.check_pt2_archive``)."""
+    import torch
+    if not trusted:
+        f = open(path, 'rb') if file is None else file
+        try:
+            f.seek(0)
+            digest = hashlib.file_digest(f, 'sha256').hexdigest()
+        finally:
+            if file is None:
+                f.close()
+        if digest not in trusted_digests():
+            raise ValueError(
+                f'Refused {path}: this .pt2 was not exported on this machine '
+                f'(its SHA-256 is not in the trust store {trust_store_path()})'
+                ', and a .pt2 graph is a program that can run code and write '
+                'files. Re-export it here from its checkpoint, use the .onnx '
+                'export instead, or pass --trust-pt2 if you vouch for it.')
+    if file is not None:
+        file.seek(0)
+    try:
+        archive = zipfile.ZipFile(path if file is None else file)
     except (zipfile.BadZipFile, OSError) as e:
         raise ValueError(f'{path} is not a .pt2 archive ({e}).') from None
     with archive:
@@ -90,6 +276,13 @@ def check_pt2(path: str) -> None:
                         f'Refused {path}: {bad[0]!r} is stored as a pickle '
                         '(use_pickle), which torch would unpickle with '
                         'weights_only=False (it can run code).')
+            elif rel.startswith('models/'):
+                problem = _graph_problem(json.loads(raw))
+                if problem:
+                    raise ValueError(
+                        f'Refused {path}: its graph has {problem}, which a '
+                        'model export never has (it could run code or '
+                        'write files).')
             elif rel.endswith('.pt'):
                 try:
                     torch.load(io.BytesIO(raw), weights_only=True)
@@ -99,9 +292,11 @@ def check_pt2(path: str) -> None:
                         'tensors.') from None
 
 
-def load_model(path: str) -> Tuple[Callable[[np.ndarray], np.ndarray], dict]:
+def load_model(path: str, trust_pt2: bool = False
+               ) -> Tuple[Callable[[np.ndarray], np.ndarray], dict]:
     """``(run, metadata)``: ``run`` maps a float32 (N, 3, H, W) batch to the
-    raw float32 output."""
+    raw float32 output. ``trust_pt2``: run a ``.pt2`` that is not in the
+    trust store (the caller vouches for it)."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'Model not found: {path}')
     if path.endswith('.onnx'):
@@ -123,9 +318,11 @@ def load_model(path: str) -> Tuple[Callable[[np.ndarray], np.ndarray], dict]:
             return session.run(None, {name: images})[0]
     elif path.endswith('.pt2'):
         import torch
-        check_pt2(path)
+        with open(path, 'rb') as f:  # torch reads the file that was checked
+            check_pt2(path, f, trusted=trust_pt2)
+            f.seek(0)
+            module = torch.export.load(f).module()
         meta = _pt2_metadata(path)
-        module = torch.export.load(path).module()
 
         def run(images: np.ndarray) -> np.ndarray:
             with torch.no_grad():
@@ -285,16 +482,23 @@ def predict(run: Callable,
 def _atomic_save(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and a rename: a full
     disk leaves no truncated file under the final name."""
-    tmp = osp.join(osp.dirname(path) or '.',
-                   f'.{osp.basename(path)}.tmp{os.getpid()}')
+    tmp = None
     try:
-        with open(tmp, 'wb') as f:
+        # mkstemp: a new file with an unpredictable name (O_EXCL), so a
+        # planted file or symlink is never written through
+        fd, tmp = tempfile.mkstemp(prefix=f'.{osp.basename(path)}.tmp',
+                                   dir=osp.dirname(path) or '.')
+        if hasattr(os, 'fchmod'):  # as open(path, 'wb') would create it
+            mask = os.umask(0)
+            os.umask(mask)
+            os.fchmod(fd, 0o666 & ~mask)
+        with os.fdopen(fd, 'wb') as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
-        if osp.exists(tmp):
+        if tmp is not None and osp.exists(tmp):
             os.remove(tmp)
         raise OSError(e.errno, f'Could not write {path}: '
                       f'{e.strerror or e}; nothing was written under that '
@@ -338,13 +542,19 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                    metavar=('X1', 'Y1', 'X2', 'Y2'),
                    help='pose: a person box in pixels (repeat for more; '
                    'default: the whole image)')
+    p.add_argument('--trust-pt2', action='store_true',
+                   help='run a .pt2 that sapiens_mm did not export on this '
+                   'machine (not in its trust store). A .pt2 graph is a '
+                   'program that runs with your rights: only for files you '
+                   'vouch for; prefer .onnx for models from elsewhere')
     p.add_argument('--debug', action='store_true',
                    help='on an error, show the full traceback')
     args = p.parse_args(argv)
     try:
         os.makedirs(args.out_dir, exist_ok=True)
-        probe = osp.join(args.out_dir, f'.write_test{os.getpid()}')
-        open(probe, 'wb').close()
+        fd, probe = tempfile.mkstemp(prefix='.write_test',
+                                     dir=args.out_dir)
+        os.close(fd)
         os.remove(probe)
     except OSError as e:
         raise OSError(e.errno, f'Cannot write to --out-dir {args.out_dir} '
@@ -356,7 +566,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         if bad:
             raise ValueError(f'--bbox {bad[0]} is not a box with x2 > x1 and '
                              'y2 > y1 (finite pixel coordinates).')
-    run, meta = load_model(args.model)
+    run, meta = load_model(args.model, trust_pt2=args.trust_pt2)
     mapping = {}
     for path, stem in zip(args.images, unique_stems(args.images)):
         img = cv2.imread(path, cv2.IMREAD_COLOR)

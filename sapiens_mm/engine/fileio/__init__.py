@@ -2,7 +2,8 @@ from .atomic_local_backend import (AtomicLocalBackend, atomic_path,
                                    atomic_write,
                                    ensure_writable_dir, register_atomic_backend,
                                    remove_stale_temp_files)
-from .resumable_checkpoint import (find_resumable_checkpoint,
+from .resumable_checkpoint import (check_resumable,
+                                   find_resumable_checkpoint,
                                    is_complete_checkpoint)
 
 register_atomic_backend()
@@ -11,5 +12,5 @@ __all__ = [
     'AtomicLocalBackend', 'atomic_path', 'atomic_write',
     'register_atomic_backend',
     'remove_stale_temp_files', 'ensure_writable_dir',
-    'find_resumable_checkpoint', 'is_complete_checkpoint'
+    'find_resumable_checkpoint', 'is_complete_checkpoint', 'check_resumable'
 ]

@@ -95,7 +95,8 @@ def atomic_path(filepath: Union[str, Path]) -> Iterator[str]:
 
 def atomic_write(data: Union[bytes, str],
                  filepath: Union[str, Path],
-                 encoding: str = 'utf-8') -> None:
+                 encoding: str = 'utf-8',
+                 mode: int = 0o666) -> None:
     """Write ``data`` to ``filepath`` so that it is never seen half-written.
 
     The data goes to a hidden temporary file next to ``filepath`` (same file
@@ -109,6 +110,9 @@ def atomic_write(data: Union[bytes, str],
         data: Bytes, or text encoded with ``encoding``.
         filepath: Target path; missing parent folders are created.
         encoding: Text encoding. Defaults to ``'utf-8'``.
+        mode: Permissions of the new file (the umask applies). Defaults to
+            ``0o666``, as ``open(..., 'wb')``; ``0o600`` for a file only
+            its owner may read.
 
     Raises:
         OSError: The write failed (full disk, no permission...): the message
@@ -118,10 +122,10 @@ def atomic_write(data: Union[bytes, str],
     if isinstance(data, str):
         data = data.encode(encoding)
     with atomic_path(filepath) as tmp_path:
-        # os.open with mode 0o666 (not mkstemp's 0o600): the final file gets
-        # the same permissions (umask applied) as one written with
-        # open(..., 'wb').
-        fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        # os.open with mode 0o666 by default (not mkstemp's 0o600): the
+        # final file gets the same permissions (umask applied) as one
+        # written with open(..., 'wb').
+        fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         with os.fdopen(fd, 'wb') as f:
             f.write(data)
             f.flush()

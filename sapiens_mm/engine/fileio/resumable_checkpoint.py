@@ -17,7 +17,9 @@ from typing import List, Optional, Tuple
 
 from mmengine.logging import print_log
 
-__all__ = ['is_complete_checkpoint', 'find_resumable_checkpoint']
+__all__ = [
+    'is_complete_checkpoint', 'find_resumable_checkpoint', 'check_resumable'
+]
 
 _CKPT_RE = re.compile(r'^(epoch|iter)_(\d+)\.pth$')
 
@@ -49,6 +51,42 @@ def is_complete_checkpoint(path: str) -> bool:
                 for n in zf.namelist())
     except (zipfile.BadZipFile, OSError, EOFError, ValueError):
         return False
+
+
+def check_resumable(path: str) -> None:
+    """Refuse ``--resume PATH`` when ``PATH`` is not a training checkpoint.
+
+    mmengine resumes from ``checkpoint['meta']['epoch']`` and the message
+    hub; a plain state dict (official weights, a ``.safetensors`` file)
+    fails deep inside the runner with ``KeyError: 'epoch'``. The check reads
+    only the pickle record (``data.pkl``, no tensor data) for the names a
+    runner checkpoint stores. Folders (sharded checkpoints) are left to the
+    runner.
+
+    Raises:
+        FileNotFoundError: No such file or folder.
+        ValueError: Not a complete ``torch.save`` file, or one without the
+            runner's ``meta`` (epoch, iter) and ``message_hub``: the message
+            says to use ``load_from`` to start from its weights.
+    """
+    if osp.isdir(path):
+        return
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'--resume: checkpoint not found: {path}')
+    record = b''
+    if is_complete_checkpoint(path):
+        with zipfile.ZipFile(path) as zf:
+            name = next(n for n in zf.namelist()
+                        if n == 'data.pkl' or n.endswith('/data.pkl'))
+            record = zf.read(name)
+    if not all(key in record for key in (b'meta', b'epoch', b'iter',
+                                         b'message_hub')):
+        raise ValueError(
+            f'--resume {path}: not a training checkpoint of mmengine\'s '
+            'Runner (it has no meta epoch / iter and message hub, e.g. '
+            'plain weights), so there is no training state to resume. To '
+            'start a new run from its weights, pass --cfg-options '
+            f'load_from={path} instead.')
 
 
 def _candidates(work_dir: str) -> List[str]:

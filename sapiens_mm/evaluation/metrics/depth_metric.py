@@ -81,10 +81,10 @@ class SapiensDepthMetric(BaseMetric):
     (aligned) prediction is then clamped to at least ``eps`` and, with
     ``p`` the prediction and ``g`` the ground truth:
 
-    * ``abs_rel`` = mean(|p - g| / g), ``sq_rel`` = mean((p - g)^2 / g)
+    * ``abs_rel`` = ``mean(|p - g| / g)``, ``sq_rel`` = ``mean((p - g)^2 / g)``
     * ``rmse`` = sqrt(mean((p - g)^2)),
       ``rmse_log`` = sqrt(mean((log p - log g)^2))
-    * ``log10`` = mean(|log10 p - log10 g|)
+    * ``log10`` = ``mean(|log10 p - log10 g|)``
     * ``silog`` = sqrt(mean(d^2) - 0.5 mean(d)^2), d = log p - log g
     * ``delta1..3`` = fraction of pixels with max(p/g, g/p) < 1.25^k
 

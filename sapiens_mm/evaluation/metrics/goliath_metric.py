@@ -123,6 +123,12 @@ class GoliathMetric(CocoMetric):
     Groups without any labelled keypoint (e.g. the face on COCO-WholeBody)
     are left out of the results.
 
+    The arguments after ``groups`` (``use_area``, ``score_mode``,
+    ``keypoint_score_thr``, ``nms_mode``, ``nms_thr``, ``format_only``,
+    ``outfile_prefix``, ``collect_device``, ``prefix``) are those of mmpose's
+    :class:`~mmpose.evaluation.CocoMetric`; the default prefix is
+    ``'goliath'``.
+
     Args:
         ann_file: Ground-truth COCO-format file. ``None`` (default) uses the
             annotation file of the test dataset, or the raw annotations the
@@ -130,10 +136,6 @@ class GoliathMetric(CocoMetric):
         groups: Keypoint groups to report besides the overall numbers;
             names from ``('body', 'foot', 'face', 'left_hand', 'right_hand',
             'extra')``. Defaults to all of them.
-        use_area, score_mode, keypoint_score_thr, nms_mode, nms_thr,
-            format_only, outfile_prefix, collect_device, prefix: As in
-            mmpose's :class:`~mmpose.evaluation.CocoMetric`. The default
-            prefix is ``'goliath'``.
     """
     default_prefix: Optional[str] = 'goliath'
 

@@ -63,30 +63,36 @@ class PointmapLoss(nn.Module):
     ``m`` the mean target depth of the image, ``e(A, B) = sum_c |A - B| / m``
     clamped at ``clamp``:
 
-    =================== ====== ============================================
-    log name            weight term
-    =================== ====== ============================================
-    ``loss_pm_l1``        2    mean ``e(P, G)``
-    ``loss_pm_multiscale`` 1   ``e`` after masked mean pooling by each of
-                               ``multiscale_factors`` (2 and 4), summed
-    ``loss_pm_silog``     1    SiLog loss of ``P_z`` against ``G_z``
-    ``loss_pm_intrinsics`` 1   ``|P_x/P_z - (u - cx)/fx| + |P_y/P_z - (v -
-                               cy)/fy|`` (clamped): the predicted rays
-                               against the pixel rays of the input camera
-    ``loss_pm_shift_l1``  1    ``e`` after removing each image's mean point
-                               from ``P`` and from ``G``
-    ``loss_pm_normal``    2    ``1 - cos + L1`` of the cross-product normals
-                               (:func:`pointmap_normals`)
-    ``loss_pm_scale``     4    ``|s_pred - s|``
-    =================== ====== ============================================
+    ======================== ====== ==========================================
+    log name                 weight term
+    ======================== ====== ==========================================
+    ``loss_pm_l1``           2      mean ``e(P, G)``
+    ``loss_pm_multiscale``   1      ``e`` after masked mean pooling by each of
+                                    ``multiscale_factors`` (2 and 4), summed
+    ``loss_pm_silog``        1      SiLog loss of ``P_z`` against ``G_z``
+    ``loss_pm_intrinsics``   1      ``|P_x/P_z - (u - cx)/fx|`` +
+                                    ``|P_y/P_z - (v - cy)/fy|`` (clamped): the
+                                    predicted rays against the pixel rays of
+                                    the input camera
+    ``loss_pm_shift_l1``     1      ``e`` after removing each image's mean
+                                    point from ``P`` and from ``G``
+    ``loss_pm_normal``       2      ``1 - cos + L1`` of the cross-product
+                                    normals (:func:`pointmap_normals`)
+    ``loss_pm_scale``        4      ``|s_pred - s|``
+    ======================== ====== ==========================================
 
     Images without a fitted camera (NaN scale) are left out of the scale and
     intrinsics terms.
 
     Args:
-        l1_weight, multiscale_weight, silog_weight, intrinsics_weight,
-        shift_l1_weight, normal_weight, scale_weight: Term weights; 0 turns
-            a term off (it is then not logged).
+        l1_weight: Weight of ``loss_pm_l1``; like every term weight below, 0
+            turns the term off (it is then not logged).
+        multiscale_weight: Weight of ``loss_pm_multiscale``.
+        silog_weight: Weight of ``loss_pm_silog``.
+        intrinsics_weight: Weight of ``loss_pm_intrinsics``.
+        shift_l1_weight: Weight of ``loss_pm_shift_l1``.
+        normal_weight: Weight of ``loss_pm_normal``.
+        scale_weight: Weight of ``loss_pm_scale``.
         clamp: Upper clamp of the per-pixel errors. Defaults to 4.
         multiscale_factors: Pooling factors of the multiscale term.
         eps: Depth clamp of the ray and SiLog terms. Defaults to 1e-6.

@@ -17,7 +17,9 @@ import numpy as np
 from mmengine.logging import print_log
 
 from sapiens_mm.utils.image_io import (IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
-                                       UnreadableImageError, read_image)
+                                       ImageTooLargeError,
+                                       UnreadableImageError, check_image_size,
+                                       read_image)
 
 __all__ = [
     'InputType', 'InputsType', 'Source', 'Frame', 'check_array',
@@ -27,6 +29,15 @@ __all__ = [
 InputType = Union[str, Path, np.ndarray, int]
 InputsType = Union[InputType, Sequence[InputType]]
 _WEBCAM = re.compile(r'^(webcam(:(?P<a>\d+))?|(?P<b>\d+))$')
+#: OpenCV takes camera indices as C ints.
+_MAX_CAM = 2**31 - 1
+
+
+def _webcam(cam: int, index: int) -> 'Source':
+    if not 0 <= cam <= _MAX_CAM:
+        raise ValueError(f'Input {index}: webcam index {cam} is out of range; '
+                         'give a camera index such as 0 or 1.')
+    return Source('webcam', f'webcam_{cam}', index, cam=cam)
 
 
 @dataclass
@@ -112,8 +123,7 @@ def collect_sources(inputs: InputsType) -> List[Source]:
                        array=check_array(item, index)))
             continue
         if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
-            sources.append(
-                Source('webcam', f'webcam_{int(item)}', index, cam=int(item)))
+            sources.append(_webcam(int(item), index))
             continue
         if not isinstance(item, (str, Path)):
             raise TypeError(
@@ -140,8 +150,8 @@ def collect_sources(inputs: InputsType) -> List[Source]:
             sources.append(Source(kind, stem, index, path=path))
         elif _WEBCAM.match(str(item)):
             m = _WEBCAM.match(str(item))
-            cam = int(m.group('a') or m.group('b') or 0)
-            sources.append(Source('webcam', f'webcam_{cam}', index, cam=cam))
+            sources.append(
+                _webcam(int(m.group('a') or m.group('b') or 0), index))
         else:
             raise FileNotFoundError(
                 f'Input not found: {path}. Give an image, video or folder '
@@ -206,6 +216,9 @@ def iter_frames(sources: Sequence[Source], max_frames: Optional[int],
         elif src.kind == 'image':
             try:
                 img = read_image(src.path, backend='cv2')
+            except ImageTooLargeError as e:
+                skip(src, str(e))
+                continue
             except UnreadableImageError as e:
                 skip(src, f'not a readable image ({e.__cause__ or e})')
                 continue
@@ -219,21 +232,46 @@ def iter_frames(sources: Sequence[Source], max_frames: Optional[int],
                                        'the camera index and permissions.')
                 skip(src, 'OpenCV cannot open the video')
                 continue
+            name = f'webcam {src.cam}' if src.kind == 'webcam' else src.path
+            try:
+                # the frame size from the container / camera, before decoding
+                width = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH))
+                height = int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+                if width > 0 and height > 0:
+                    check_image_size(width, height, f'{name} (frame size)')
+            except ImageTooLargeError as e:
+                cap.release()
+                if src.kind == 'webcam':
+                    raise
+                skip(src, str(e))
+                continue
             fps = cap.get(cv2.CAP_PROP_FPS)
             src.fps = float(fps) if fps and fps > 0 and np.isfinite(
                 fps) else 30.0
+            declared = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0) \
+                if src.kind == 'video' else 0
             i = 0
             try:
                 while max_frames is None or i < max_frames:
                     ok, frame = cap.read()
                     if not ok:
                         break
+                    if i == 0 and not (width > 0 and height > 0):
+                        check_image_size(frame.shape[1], frame.shape[0],
+                                         f'{name} (frame size)')
                     yield Frame(src, frame, i)
                     i += 1
             finally:
                 cap.release()
             if i == 0:
                 skip(src, 'no frame could be read')
+            elif 0 < i < declared - 1 and (max_frames is None
+                                           or i < max_frames):
+                # (the declared count may be an estimate: one frame slack)
+                print_log(f'{src.path}: only {i} of its {declared} frames '
+                          'could be decoded (the file is cut short or '
+                          'corrupt after that); its outputs end there.',
+                          logger='current', level=30)
 
 
 def count_frames(sources: Sequence[Source],

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import os.path as osp
+import tempfile
 from typing import Dict, Tuple
 
 import cv2
@@ -65,10 +66,13 @@ class VideoWriters:
     arrives, the writers of the previous one are closed. Frames whose size
     differs from the first frame's are resized to it.
 
-    Each video is written to a hidden temporary file beside ``path``
-    (``.<name>.tmp<pid>.mp4``) and renamed to ``path`` when it is closed,
-    so an interrupted run never leaves a truncated video under its final
-    name. :meth:`discard` removes the temporary files of a failed run.
+    Each video is written into a new private folder beside ``path``
+    (``.<name>.tmp<random>/``, created by ``mkdtemp``: mode 0700, a name
+    nobody can predict or plant a link under) and moved to ``path`` when
+    it is closed, so an interrupted run never leaves a truncated video
+    under its final name and OpenCV never writes through a file someone
+    else placed. :meth:`discard` removes the temporary folders of a failed
+    run.
     """
 
     def __init__(self) -> None:
@@ -79,10 +83,22 @@ class VideoWriters:
 
     @staticmethod
     def temporary_path(path: str) -> str:
-        """The hidden file a video is written to before it is complete."""
+        """A new private temporary file to write the video ``path`` to
+        (in a new ``0700`` folder beside it; the file itself does not exist
+        yet)."""
         folder, name = osp.split(path)
         stem, ext = osp.splitext(name)
-        return osp.join(folder, f'.{stem}.tmp{os.getpid()}{ext or ".mp4"}')
+        private = tempfile.mkdtemp(prefix=f'.{stem}.tmp', dir=folder or '.')
+        return osp.join(private, f'{stem}{ext or ".mp4"}')
+
+    @staticmethod
+    def _remove_temporary(tmp: str) -> None:
+        if osp.exists(tmp):
+            os.remove(tmp)
+        try:
+            os.rmdir(osp.dirname(tmp))
+        except OSError:
+            pass
 
     def _close(self, key: Tuple[int, str]) -> None:
         writer, _, tmp, path = self._open.pop(key)
@@ -91,6 +107,8 @@ class VideoWriters:
             os.replace(tmp, path)
         except OSError as e:
             raise OSError(f'Could not write the video {path}: {e}') from e
+        finally:
+            self._remove_temporary(tmp)
 
     def write(self, video_id: int, task: str, path: str, img: np.ndarray,
               fps: float) -> None:
@@ -109,6 +127,7 @@ class VideoWriters:
             writer = cv2.VideoWriter(tmp, cv2.VideoWriter_fourcc(*'mp4v'),
                                      fps, size)
             if not writer.isOpened():
+                self._remove_temporary(tmp)
                 raise RuntimeError(f'OpenCV cannot write the video {path} '
                                    '(mp4v codec).')
             self._open[key] = (writer, size, tmp, path)
@@ -131,6 +150,5 @@ class VideoWriters:
         names are left untouched)."""
         for writer, _, tmp, _ in self._open.values():
             writer.release()
-            if osp.exists(tmp):
-                os.remove(tmp)
+            self._remove_temporary(tmp)
         self._open.clear()

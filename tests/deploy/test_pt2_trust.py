@@ -1,0 +1,324 @@
+"""A .pt2 graph is a program: only archives this installation exported (or
+the user vouched for) are loaded, through every entry point.
+
+Two real attacks are built from a genuine tiny export by editing its graph
+(``models/model.json``): a symbolic size whose text runs a shell command
+when ``torch.export.load`` hands it to sympy, and inserted
+``aten.from_file(shared=True)`` + ``aten.fill_`` nodes that overwrite a
+victim file when the graph runs. Each test asserts that the marker never
+appears and the victim keeps its bytes.
+"""
+import json
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config
+
+from sapiens_mm.apis import DenseInferencer, SapiensInferencer
+from sapiens_mm.apis.inference import set_input_size
+from sapiens_mm.demo.web import WebDemo
+from sapiens_mm.deploy import (ExportedModel, UnsafeModelError,
+                               UntrustedModelError, check_graph_target,
+                               check_pt2_archive, check_size_expression,
+                               export_model,
+                               trust_exported_program, trust_store_path,
+                               trusted_digests)
+from tiny_configs import ROOT, TINY
+from tool_helpers import load_tool
+
+# one tiny seg export for the module (about 10 s on 2 cores)
+pytestmark = pytest.mark.slow
+
+VICTIM_BYTES = b'the victim file, untouched'
+PAYLOAD = b'import os; os.system("x")  # .pth'
+BYTE = 1  # torch._export.serde.schema.ScalarType.BYTE
+
+
+def _rewrite_graph(src, dst, edit):
+    """Copy the archive ``src`` to ``dst`` with ``edit(graph)`` applied to
+    its serialized graph (every other entry byte for byte)."""
+    with zipfile.ZipFile(src) as z:
+        items = {n: z.read(n) for n in z.namelist()}
+    name = next(n for n in items if n.endswith('models/model.json'))
+    program = json.loads(items[name])
+    edit(program['graph_module']['graph'])
+    items[name] = json.dumps(program).encode()
+    with zipfile.ZipFile(dst, 'w') as z:
+        for n, data in items.items():
+            z.writestr(n, data)
+    return str(dst)
+
+
+def _code_in_size(graph, marker):
+    """The first symbolic size becomes Python that touches ``marker``."""
+    for value in graph['tensor_values'].values():
+        for size in value['sizes']:
+            if 'as_expr' in size:
+                size['as_expr']['expr_str'] = \
+                    f"__import__('os').system('touch {marker}')"
+                return
+    raise AssertionError('the export has no symbolic size')
+
+
+def _file_write(graph, victim, payload):
+    """Nodes that map ``victim`` shared (``aten.from_file``) and write
+    ``payload`` into it byte by byte (``aten.select`` + ``aten.fill_``)."""
+
+    def tensor(sizes):
+        return dict(dtype=BYTE, sizes=[{'as_int': s} for s in sizes],
+                    requires_grad=False, device={'type': 'cpu',
+                                                 'index': None},
+                    strides=[{'as_int': 1} for _ in sizes],
+                    storage_offset={'as_int': 0}, layout=7)
+
+    def node(target, name, inputs, sizes):
+        graph['tensor_values'][name] = tensor(sizes)
+        return dict(target=target, name=name, metadata={},
+                    is_hop_single_tensor_return=None,
+                    inputs=[dict(name=k, arg=v, kind=kind)
+                            for k, v, kind in inputs],
+                    outputs=[{'as_tensor': {'name': name}}])
+
+    nodes = [node('torch.ops.aten.from_file.default', 'evil_file',
+                  [('filename', {'as_string': str(victim)}, 1),
+                   ('shared', {'as_bool': True}, 1),
+                   ('size', {'as_int': len(payload)}, 1),
+                   ('dtype', {'as_scalar_type': BYTE}, 2)], [len(payload)])]
+    for i, b in enumerate(payload):
+        nodes.append(node('torch.ops.aten.select.int', f'evil_sel{i}',
+                          [('self', {'as_tensor': {'name': 'evil_file'}}, 1),
+                           ('dim', {'as_int': 0}, 1),
+                           ('index', {'as_int': i}, 1)], []))
+        nodes.append(node('torch.ops.aten.fill_.Scalar', f'evil_fill{i}',
+                          [('self', {'as_tensor': {'name': f'evil_sel{i}'}},
+                            1), ('value', {'as_int': b}, 1)], []))
+    graph['nodes'][:0] = nodes
+
+
+@pytest.fixture(scope='module')
+def files(tmp_path_factory):
+    """A genuine tiny seg export (64x48) and the two attacks built from it;
+    the victim file and the marker path live beside them."""
+    root = tmp_path_factory.mktemp('pt2')
+    cfg = set_input_size(Config.fromfile(str(TINY['seg'])), (64, 48))
+    genuine = export_model(cfg, None, str(root), formats='pt2',
+                           name='seg')['pt2']
+    marker, victim = root / 'MARKER', root / 'victim.txt'
+    code = _rewrite_graph(genuine, root / 'code.pt2',
+                          lambda g: _code_in_size(g, marker))
+    write = _rewrite_graph(genuine, root / 'write.pt2',
+                           lambda g: _file_write(g, victim, PAYLOAD))
+    img = root / 'img.png'
+    cv2.imwrite(str(img), np.full((40, 30, 3), 90, np.uint8))
+    return dict(genuine=genuine, code=code, write=write, marker=marker,
+                victim=victim, img=str(img), root=root)
+
+
+@pytest.fixture
+def victim(files):
+    """The victim file at its original bytes; afterwards: the marker is
+    absent and the victim unchanged."""
+    files['victim'].write_bytes(VICTIM_BYTES)
+    files['marker'].unlink(missing_ok=True)
+    yield files['victim']
+    assert not files['marker'].exists(), 'the .pt2 ran a shell command'
+    assert files['victim'].read_bytes() == VICTIM_BYTES, \
+        'the .pt2 wrote into the victim file'
+
+
+def test_attacks_are_real(files, victim):
+    """torch's own loader runs both (so the refusals below are tested
+    against working attacks), then the fixture's checks are reset."""
+    with pytest.raises(Exception):  # the payload ran, then sympy failed
+        torch.export.load(files['code'])
+    assert files['marker'].exists()
+    module = torch.export.load(files['write']).module()
+    module(torch.zeros(1, 3, 64, 48))
+    assert victim.read_bytes()[:len(PAYLOAD)] == PAYLOAD
+    files['marker'].unlink()
+    victim.write_bytes(VICTIM_BYTES)
+
+
+@pytest.mark.parametrize('attack', ['code', 'write'])
+def test_foreign_pt2_refused_by_every_entry_point(files, victim, attack,
+                                                  capsys):
+    path = files[attack]
+    with pytest.raises(UntrustedModelError,
+                       match='not exported by this installation'):
+        ExportedModel(path)
+    with pytest.raises(UntrustedModelError, match='a .pt2 graph is a '
+                       'program'):
+        SapiensInferencer(models={'seg': path}, device='cpu')
+    with pytest.raises(UntrustedModelError, match='Re-export it here'):
+        DenseInferencer(path, device='cpu')
+    # tools/infer.py (in-process): one line, exit code 1
+    infer = load_tool('infer')
+    with pytest.raises(SystemExit) as exc:
+        infer.cli([files['img'], '--seg', path, '--out-dir',
+                   str(files['root'] / 'out')], prog='tools/infer.py')
+    msg = str(exc.value.code)
+    assert msg.startswith('tools/infer.py: error: Refused') and '\n' not in msg
+    # the web demo's model loading: the error is the page's status line
+    demo = WebDemo({'seg': {'evil.pt2': path}}, device='cpu',
+                   out_root=str(files['root'] / 'web'))
+    overlay, out, status = demo.run(files['img'], None, ['seg'],
+                                    {'seg': 'evil.pt2'})
+    assert overlay is None and out == [] and 'Refused' in status
+    # the standalone runner, in-process
+    runner = load_tool('deploy/run_exported')
+    with pytest.raises(ValueError, match='not exported on this machine'):
+        runner.main([path, files['img'], '--out-dir',
+                     str(files['root'] / 'runner')])
+    assert 'Traceback' not in capsys.readouterr().err
+
+
+def test_python_m_sapiens_mm_refuses_both(files, victim):
+    """``python -m sapiens_mm`` with each attack (one interpreter)."""
+    script = (
+        'import runpy, sys\n'
+        f'for path in {[files["code"], files["write"]]!r}:\n'
+        f'    sys.argv = ["sapiens_mm", {files["img"]!r}, "--seg", path,\n'
+        f'                "--out-dir", {str(files["root"] / "m")!r}]\n'
+        '    try:\n'
+        '        runpy.run_module("sapiens_mm", run_name="__main__")\n'
+        '    except SystemExit as e:\n'
+        '        print("EXIT", e.code)\n')
+    proc = subprocess.run([sys.executable, '-c', script], capture_output=True,
+                          text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('EXIT')]
+    assert len(lines) == 2, proc.stdout + proc.stderr[-2000:]
+    assert all('python -m sapiens_mm: error: Refused' in ln and
+               'not exported by this installation' in ln for ln in lines)
+
+
+def test_vouched_attack_is_still_refused_by_the_graph_check(files, victim):
+    """Trusting a file does not turn off the graph check: neither attack
+    reaches torch (ExportedModel, the runner with --trust-pt2)."""
+    trust_exported_program(files['code'])
+    trust_exported_program(files['write'])
+    with pytest.raises(UnsafeModelError, match='symbolic size.*__import__'):
+        ExportedModel(files['code'])
+    with pytest.raises(UnsafeModelError,
+                       match="operator 'torch.ops.aten.from_file"):
+        ExportedModel(files['write'])
+    runner = load_tool('deploy/run_exported')
+    for attack, what in (('code', 'symbolic size'), ('write', 'from_file')):
+        with pytest.raises(ValueError, match=what):
+            runner.load_model(files[attack], trust_pt2=True)
+
+
+def test_size_and_operator_grammar():
+    """What torch writes passes; anything that reaches Python does not. The
+    standalone runner's copy of the checks agrees."""
+    runner = load_tool('deploy/run_exported')
+    for ok in ("Symbol('s77', positive=True, integer=True)",
+               "Mul(Integer(2), Symbol('s0', positive=True, integer=True))",
+               '2*s77', 'Max(1, s0 - 1)', 'FloorDiv(s0, 2)'):
+        assert check_size_expression(ok) is None, ok
+        assert runner.is_plain_size(ok), ok
+    for bad in ("__import__('os').system('x')", "Symbol('x' * 9)",
+                'Pow(Integer(9), Integer(99999))', 's0**99',
+                "Symbol('s0').func", 'lambda: 0', 'exec("x")', 7):
+        assert check_size_expression(bad) is not None, bad
+        assert not runner.is_plain_size(bad), bad
+    for ok in ('torch.ops.aten.conv2d.default', '_operator.add',
+               'torch.ops.aten.select.int', 'torch.sym_max',
+               'torch.ops.aten.gelu_.default'):  # in place: checked per graph
+        assert check_graph_target(ok) is None, ok
+        assert runner.is_model_node(dict(target=ok, inputs=[]), set()), ok
+    for bad in ('torch.ops.aten.from_file.default', 'torch.save',
+                'builtins.exec', 'torch.ops.aten.save.default',
+                'torch.ops.aten.set_.source_Tensor',
+                'torch.ops.aten.nosuch.default',
+                'torch.ops.higher_order.cond', 'torch.ops.mylib.run.default'):
+        assert check_graph_target(bad) is not None, bad
+        assert not runner.is_model_node(dict(target=bad, inputs=[]), set()), bad
+
+
+def test_own_export_is_trusted_and_tampering_is_not(files, tmp_path):
+    """The exporter records its file (a 0600 store); other bytes make it
+    foreign; --trust-pt2 records a copy the user vouches for."""
+    store = trust_store_path()
+    if os.name == 'posix':
+        assert stat.S_IMODE(os.stat(store).st_mode) == 0o600
+    entry = [v for v in trusted_digests().values()
+             if v['path'] == os.path.abspath(files['genuine'])]
+    assert entry and entry[-1]['source'] == 'exported'
+    model = ExportedModel(files['genuine'])
+    out = model(np.zeros((2, 3, 64, 48), np.float32))
+    assert out.shape[0] == 2
+    # the same program in a rewritten archive: other bytes, other digest
+    tampered = _rewrite_graph(files['genuine'], tmp_path / 'tampered.pt2',
+                              lambda graph: None)
+    with pytest.raises(UntrustedModelError, match='Refused'):
+        ExportedModel(tampered)
+    # the CLI's --trust-pt2: the user vouches, the file is recorded
+    infer = load_tool('infer')
+    infer.cli([files['img'], '--seg', tampered, '--trust-pt2',
+               '--out-dir', str(tmp_path / 'out'), '--no-progress'],
+              prog='infer')
+    assert (tmp_path / 'out' / 'seg' / 'img.npy').exists()
+    assert [v['source'] for v in trusted_digests().values()
+            if v['path'] == tampered] == ['vouched']
+
+
+def test_store_writable_by_others_is_not_used(files, tmp_path, monkeypatch):
+    if os.name != 'posix':
+        pytest.skip('POSIX permissions')
+    folder = tmp_path / 'store'
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv('SAPIENS_MM_TRUST_STORE', str(folder / 'trust.json'))
+    trust_exported_program(files['genuine'])
+    os.chmod(folder / 'trust.json', 0o622)
+    with pytest.raises(UntrustedModelError, match='writable by other users'):
+        ExportedModel(files['genuine'])
+
+
+def _write_input(graph, through_view):
+    """``aten.fill_`` on the graph's image input (or a view of it)."""
+    name = graph['inputs'][-1]['as_tensor']['name']
+    nodes = []
+    if through_view:
+        nodes.append(dict(
+            target='torch.ops.aten.select.int', name='view', metadata={},
+            is_hop_single_tensor_return=None,
+            inputs=[dict(name='self', arg={'as_tensor': {'name': name}},
+                         kind=1),
+                    dict(name='dim', arg={'as_int': 0}, kind=1),
+                    dict(name='index', arg={'as_int': 0}, kind=1)],
+            outputs=[{'as_tensor': {'name': 'view'}}]))
+        graph['tensor_values']['view'] = graph['tensor_values'][name]
+        name = 'view'
+    nodes.append(dict(
+        target='torch.ops.aten.fill_.Scalar', name='filled', metadata={},
+        is_hop_single_tensor_return=None,
+        inputs=[dict(name='self', arg={'as_tensor': {'name': name}}, kind=1),
+                dict(name='value', arg={'as_int': 0}, kind=1)],
+        outputs=[{'as_tensor': {'name': 'filled'}}]))
+    graph['tensor_values']['filled'] = graph['tensor_values'][name]
+    graph['nodes'][:0] = nodes
+
+
+@pytest.mark.parametrize('through_view', [False, True])
+def test_in_place_write_to_the_input_is_refused(files, tmp_path,
+                                                through_view):
+    """In-place operators (our exports have some, e.g. ``gelu_``) may
+    write only what the graph computed: not the caller's input array (a
+    memory-mapped file, say), not even through a view."""
+    path = _rewrite_graph(files['genuine'], tmp_path / 'in.pt2',
+                          lambda g: _write_input(g, through_view))
+    with pytest.raises(UnsafeModelError, match="fill_.*writes into the "
+                       "model's input"):
+        check_pt2_archive(path)
+    runner = load_tool('deploy/run_exported')
+    with pytest.raises(ValueError, match='fill_'):
+        runner.check_pt2(path, trusted=True)
+    check_pt2_archive(files['genuine'])  # the genuine graph passes
