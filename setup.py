@@ -4,11 +4,13 @@ Use ``tools/setup_env.sh`` (or ``make test`` / ``make demo``) for a full set-up:
 mmcv 2.1.0 and mmpose need special install steps that ``pip install .`` alone
 cannot express (see requirements.txt).
 
-The configs ship inside the package (OpenMMLab's ``.mim`` convention): a
-wheel or a regular install gets a copy of ``configs/`` as
-``sapiens_mm/.mim/configs``, made in the build folder (never in the source
-tree). An editable install (``pip install -e .``) reads ``configs/`` of the
-checkout directly. See :func:`sapiens_mm.apis.model_zoo.config_root`.
+The configs and the model registry ship inside the package (OpenMMLab's
+``.mim`` convention, which ``mim download`` reads): a wheel or a regular
+install gets a copy of ``configs/`` (with the ``metafile.yml`` files) as
+``sapiens_mm/.mim/configs`` and of ``model-index.yml`` as
+``sapiens_mm/.mim/model-index.yml``, made in the build folder (never in the
+source tree). An editable install (``pip install -e .``) reads the
+checkout's files directly. See :mod:`sapiens_mm.zoo.cards`.
 """
 import re
 import shutil
@@ -23,8 +25,9 @@ VERSION = re.search(r"__version__ = '([^']+)'",
 
 
 class BuildPyWithConfigs(build_py):
-    """``build_py`` that also copies ``configs/`` (``*.py``) into the built
-    package as ``sapiens_mm/.mim/configs``."""
+    """``build_py`` that also copies ``configs/`` (configs and metafiles)
+    and ``model-index.yml`` into the built package under
+    ``sapiens_mm/.mim/``."""
 
     def run(self):
         super().run()
@@ -35,6 +38,7 @@ class BuildPyWithConfigs(build_py):
             shutil.rmtree(target)
         shutil.copytree(HERE / 'configs', target,
                         ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
+        shutil.copy2(HERE / 'model-index.yml', target.parent)
 
 setup(
     name='sapiens_mm',
@@ -49,7 +53,7 @@ setup(
     install_requires=[
         'torch>=2.6', 'numpy<2', 'mmengine>=0.10.4,<0.11', 'mmcv>=2.1.0,<2.2.0',
         'mmpretrain>=1.2.0,<1.3', 'mmsegmentation>=1.2.2,<1.3', 'mmpose>=1.3.2,<1.4',
-        'safetensors>=0.4',
+        'safetensors>=0.4', 'huggingface_hub>=0.30', 'pyyaml',
     ],
     zip_safe=False,
     cmdclass={'build_py': BuildPyWithConfigs},

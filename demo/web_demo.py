@@ -28,7 +28,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--checkpoints', nargs='*', default=[], metavar='PATH',
                    help='checkpoint files or folders (official Sapiens '
-                   'checkpoints, exported .onnx / .pt2)')
+                   'checkpoints, exported .onnx / .pt2), or released model '
+                   'names (sapiens2-pose-0.4b; downloaded when first '
+                   'chosen)')
     from sapiens_mm.demo.web import DEMO_TASKS
     for task in DEMO_TASKS:
         p.add_argument(f'--{task}-config', metavar='CFG', default=None,

@@ -1,10 +1,13 @@
 """sapiens_mm: OpenMMLab plugin suite for Sapiens human vision models.
 
-``import sapiens_mm`` checks the installed OpenMMLab stack, then registers
-every module it provides into the upstream registries (mmpretrain, mmpose,
-mmseg, mmengine) and routes mmengine's local checkpoint loading through the
-safe loader in :mod:`sapiens_mm.checkpoint` (except in
-``python -m sapiens_mm --help``, which only prints the help).
+``import sapiens_mm`` checks the installed OpenMMLab stack, keeps
+mmpretrain's multimodal models off when Transformers 5 is installed (they do
+not import under it; see :mod:`sapiens_mm.utils.mmpretrain_compat`), then
+registers every module it provides into the upstream registries
+(mmpretrain, mmpose, mmseg, mmengine) and routes mmengine's checkpoint
+loading (local files and ``hf://`` Hub files) through the safe loader in
+:mod:`sapiens_mm.checkpoint` (see :mod:`sapiens_mm.zoo.loader`); except in
+``python -m sapiens_mm --help``, which only prints the help.
 """
 import sys
 from typing import List, Optional
@@ -46,18 +49,21 @@ if _CLI is not None and '--verbose' not in _CLI:
 
 
 if _CLI is None or not {'-h', '--help'} & set(_CLI):
+    from .utils.mmpretrain_compat import keep_multimodal_off
     from .utils.version_check import check_versions
 
     check_versions()
+    keep_multimodal_off()
 
-    from . import checkpoint
+    from . import checkpoint  # noqa: F401
     from . import codecs  # noqa: F401
     from . import datasets  # noqa: F401
     from . import engine  # noqa: F401
     from . import evaluation  # noqa: F401
     from . import models  # noqa: F401
+    from .zoo.loader import register_mmengine_loaders
 
-    checkpoint.register_mmengine_loader()
+    register_mmengine_loaders()
 
 
 def get_config(name: str):

@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ('setup.py', 'pyproject.toml', 'README.md', 'MANIFEST.in',
-           'requirements.txt', 'sapiens_mm', 'configs')
+           'requirements.txt', 'model-index.yml', 'sapiens_mm', 'configs')
 
 pytestmark = pytest.mark.slow  # wheel build + venv + three interpreters
 
@@ -83,8 +83,10 @@ def test_installed_package_is_the_wheel(installed):
         print(info.task, info.size, info.dataset, info.config)
         cfg = sapiens_mm.get_config('sapiens_0.3b-210e_goliath-1024x768')
         print(cfg.model.backbone.arch, cfg.data_mode)
+        from sapiens_mm.zoo.cards import find_card, model_index_path
+        print(model_index_path(), find_card('sapiens2-pose-0.4b').config)
         ''')], work, env).splitlines()
-    package, root, recognised, arch = out[-4:]
+    package, root, recognised, arch, registry = out[-5:]
     assert Path(package).is_relative_to(env_dir)
     assert not Path(package).is_relative_to(ROOT)
     assert Path(root).is_relative_to(env_dir) and root.endswith(
@@ -94,6 +96,10 @@ def test_installed_package_is_the_wheel(installed):
     assert Path(config) == Path(root) / \
         'pose/goliath/sapiens_0.3b-210e_goliath-1024x768.py'
     assert arch == 'sapiens_0.3b topdown'
+    index, card_config = registry.split()
+    assert Path(index) == Path(root).parent / 'model-index.yml'
+    assert Path(card_config) == Path(root) / \
+        'sapiens2/pose/sapiens2_0.4b-goliath-1024x768.py'
 
 
 def test_cli_help_and_tiny_inference(installed):

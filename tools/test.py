@@ -4,6 +4,9 @@ Example:
     python tools/test.py configs/seg/goliath/sapiens_0.3b-200e_goliath-1024x768.py \\
         sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth \\
         --out work_dirs/seg_0.3b/metrics.json --dump work_dirs/seg_0.3b/preds.pkl
+    # a released model by name, downloaded once (rank 0 of a distributed run)
+    python tools/test.py configs/seg/goliath/sapiens_0.3b-200e_goliath-1024x768.py \
+        sapiens-seg-0.3b
 
 The metrics are written as JSON to ``--out`` (default:
 ``<work_dir>/<timestamp>/metrics.json``); ``--dump`` also writes every
@@ -28,6 +31,7 @@ from sapiens_mm.engine.runner_cfg import (build_runner, build_test_cfg,
                                         write_metrics_json)
 from sapiens_mm.engine.fileio import ensure_writable_dir
 from sapiens_mm.cli import add_debug_argument, run_cli
+from sapiens_mm.zoo import lookup_card, resolve_checkpoint
 
 
 def parse_args(argv=None):
@@ -35,7 +39,10 @@ def parse_args(argv=None):
         description='Evaluate a Sapiens checkpoint (mmengine Runner).')
     parser.add_argument('config', help='config file path')
     parser.add_argument('checkpoint', help='checkpoint file (Runner, '
-                        'official Sapiens or plain state dict)')
+                        'official Sapiens or plain state dict, Transformers '
+                        'Sapiens2 folder), a released model name '
+                        '(sapiens-seg-0.3b; downloaded once) or an '
+                        'hf://<org>/<repo>/<file> URL')
     parser.add_argument('--work-dir', help='folder for logs and metrics')
     parser.add_argument('--out', help='metrics JSON file (default: '
                         '<work_dir>/<timestamp>/metrics.json)')
@@ -60,11 +67,18 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    cfg = build_test_cfg(args.config, args.checkpoint, work_dir=args.work_dir,
+    checkpoint = args.checkpoint
+    if checkpoint.startswith('hf://') or (not osp.exists(checkpoint)
+                                          and lookup_card(checkpoint)):
+        # a Hub file or registry model: the Runner's load_from downloads it
+        # (rank 0; the other ranks wait for it)
+        checkpoint = checkpoint if checkpoint.startswith('hf://') else \
+            f'hf://{checkpoint}'
+    else:  # a local file or Transformers folder; else a one-line error
+        checkpoint, _ = resolve_checkpoint(checkpoint)
+    cfg = build_test_cfg(args.config, checkpoint, work_dir=args.work_dir,
                          cfg_options=args.cfg_options, launcher=args.launcher,
                          dump=args.dump, strict=not args.non_strict)
-    if not osp.isfile(args.checkpoint):
-        raise FileNotFoundError(f'Checkpoint not found: {args.checkpoint}')
     prepare_work_dir(cfg)
     for path in (args.out, args.dump):
         if path:
@@ -77,7 +91,7 @@ def main(argv=None):
         raise ValueError(explain_json_error(cfg, e)) from e
     if is_main_process():
         out = args.out or osp.join(runner.log_dir, 'metrics.json')
-        write_metrics_json(metrics, out, args.config, args.checkpoint)
+        write_metrics_json(metrics, out, args.config, checkpoint)
         runner.logger.info(f'Metrics written to {out}')
     return metrics
 

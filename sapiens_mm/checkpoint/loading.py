@@ -19,9 +19,11 @@ Weights with NaN / inf values are refused by :func:`load_state_dict`.
 pickle) are read with the ``safetensors`` package, recognised by suffix or
 layout.
 
-Importing :mod:`sapiens_mm` registers :func:`load_local` as mmengine's loader
-for local paths, so ``Runner`` resume / ``load_from`` and ``Pretrained``
-init go through the same safe path.
+Importing :mod:`sapiens_mm` registers :func:`load_file` (through
+:mod:`sapiens_mm.zoo.loader`) as mmengine's loader for local paths, so
+``Runner`` resume / ``load_from`` and ``Pretrained`` init go through the
+same safe path. This package only turns files into state dicts: it imports
+nothing from the model zoo, the inference front end or deployment.
 """
 import importlib
 import os
@@ -35,16 +37,20 @@ import numpy as np
 import torch
 import torch.nn as nn
 from mmengine.logging import print_log
-from mmengine.runner.checkpoint import CheckpointLoader
 
 from .safetensors_io import is_safetensors_file, load_safetensors
 from .sapiens2_layout import from_official_layout
+from .transformers_layout import (
+    is_transformers_folder,
+    is_transformers_state_dict,
+    load_transformers_checkpoint,
+)
 
 __all__ = [
     'CheckpointTypeError', 'TrustedTypeError', 'add_trusted_types',
     'trusted_types', 'load_file', 'get_state_dict', 'load_state_dict',
     'check_finite', 'non_finite_tensors', 'load_checkpoint',
-    'load_backbone_checkpoint', 'register_mmengine_loader'
+    'load_backbone_checkpoint'
 ]
 
 TRUSTED_TYPES_ENV = 'SAPIENS_MM_TRUSTED_TYPES'
@@ -327,7 +333,10 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
 
     Args:
         path: Local file path: a ``torch.save`` file, or a ``.safetensors``
-            file (read without pickle).
+            file (read without pickle); or a Hugging Face Transformers
+            Sapiens2 checkpoint (a folder with ``config.json`` and
+            ``model.safetensors``, or that file alone), converted to the
+            official layout (see :mod:`.transformers_layout`).
         map_location: As for ``torch.load``. Defaults to ``'cpu'``.
 
     Returns:
@@ -345,10 +354,15 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
         ValueError: A safetensors file that cannot be read.
     """
     path = osp.expanduser(str(path))
+    if is_transformers_folder(path):
+        return load_transformers_checkpoint(path, map_location)
     if not osp.isfile(path):
         raise FileNotFoundError(f'Checkpoint file not found: {path}')
     if is_safetensors_file(path):
-        return load_safetensors(path, map_location)
+        state = load_safetensors(path, map_location)
+        if is_transformers_state_dict(state):
+            return load_transformers_checkpoint(path, map_location, state)
+        return state
     if osp.getsize(path) == 0:
         raise _not_a_checkpoint(path, 'the file is empty')
     allowed = trusted_types()
@@ -587,21 +601,3 @@ def load_backbone_checkpoint(backbone: nn.Module,
         state.pop('cls_token')
     load_state_dict(backbone, state, strict=strict, source=path)
     print_log(f'Loaded backbone weights from {path}', logger='current')
-
-
-def load_local(filename: str, map_location: Any = None) -> Any:
-    """mmengine ``CheckpointLoader`` scheme for local files: read safely
-    (:func:`load_file`); an official Sapiens task checkpoint also gets the
-    ``dataset_meta`` it lacks (see
-    :func:`sapiens_mm.zoo.model_zoo.with_official_dataset_meta`)."""
-    loaded = load_file(filename, map_location)
-    # imported here: the model zoo builds on this module
-    from sapiens_mm.zoo.model_zoo import with_official_dataset_meta
-    return with_official_dataset_meta(filename, loaded)
-
-
-def register_mmengine_loader() -> None:
-    """Route mmengine's local-file checkpoint loading through
-    :func:`load_local` (Runner ``resume`` / ``load_from``, ``Pretrained``
-    init, the stock mmpose / mmseg ``init_model`` and inferencers)."""
-    CheckpointLoader.register_scheme(prefixes='', force=True)(load_local)

@@ -20,7 +20,8 @@ import torch.nn as nn
 from .safetensors_io import save_safetensors
 
 __all__ = ['from_official_layout', 'to_official_layout',
-           'save_official_checkpoint', 'add_official_layout_hook']
+           'save_official_checkpoint', 'add_official_layout_hook',
+           'official_head_keys']
 
 _OFFICIAL_HEAD = 'decode_head.'
 _MMPOSE_HEAD = 'head.'
@@ -52,6 +53,19 @@ def from_official_layout(state: Dict[str, torch.Tensor],
             _has_child(model, 'head') and not _has_child(model, 'decode_head'):
         return _renamed(state, _OFFICIAL_HEAD, _MMPOSE_HEAD)
     return OrderedDict(state)
+
+
+def official_head_keys(state: Dict[str, torch.Tensor]
+                       ) -> 'OrderedDict[str, torch.Tensor]':
+    """A task state dict with the official names: ``head.*`` (mmpose
+    estimators of this project) renamed ``decode_head.*``, preprocessor
+    buffers dropped; official state dicts come back unchanged."""
+    state = OrderedDict((k, v) for k, v in state.items()
+                        if not k.startswith(_NOT_WEIGHTS))
+    if any(k.startswith(_MMPOSE_HEAD) for k in state) and \
+            not any(k.startswith(_OFFICIAL_HEAD) for k in state):
+        state = _renamed(state, _MMPOSE_HEAD, _OFFICIAL_HEAD)
+    return state
 
 
 def add_official_layout_hook(model: nn.Module) -> nn.Module:
@@ -87,12 +101,7 @@ def to_official_layout(model: nn.Module) -> 'OrderedDict[str, torch.Tensor]':
     A backbone gives its flat keys; a task model ``backbone.*`` plus
     ``decode_head.*`` (``head.*`` renamed), without preprocessor buffers.
     """
-    state = OrderedDict(
-        (k, v) for k, v in model.state_dict().items()
-        if not k.startswith(_NOT_WEIGHTS))
-    if _has_child(model, 'head') and not _has_child(model, 'decode_head'):
-        state = _renamed(state, _MMPOSE_HEAD, _OFFICIAL_HEAD)
-    return state
+    return official_head_keys(model.state_dict())
 
 
 def save_official_checkpoint(model: nn.Module, path: str,

@@ -22,10 +22,16 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'models (and Sapiens2 pointmap / albedo models) on images, '
             'folders, videos or a webcam.'),
         epilog=(
-            'Models: official checkpoints alone (--checkpoints, task and size '
-            'recognised from the file name or weights), or per task a '
-            'checkpoint (--pose CKPT) and/or a config (--pose-config CFG; '
-            'a config alone runs random weights). An exported .onnx / .pt2 '
+            'Models: released models by name (--pose sapiens2-pose-0.4b, '
+            'or its alias or Hub repository id facebook/sapiens2-pose-0.4b; '
+            'downloaded once into the Hugging Face cache: HF_HOME, '
+            'HF_TOKEN, HF_HUB_OFFLINE; python tools/download.py --list '
+            'lists them), official checkpoints alone (--checkpoints, task '
+            'and size recognised from the file name or weights), or per task '
+            'a checkpoint (--pose CKPT) and/or a config (--pose-config CFG; '
+            'a config alone runs random weights). A Transformers Sapiens2 '
+            'checkpoint (folder or model.safetensors) works as a checkpoint. '
+            'An exported .onnx / .pt2 '
             'file (tools/deploy/export.py) works as a checkpoint: its task '
             'and config are read from the file; it runs in fp32.\n\n'
             'Boxes are x1, y1, x2, y2 in pixels everywhere: --bboxes takes '
@@ -44,7 +50,9 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'every input fails exits with an error. --export-format adds '
             'OUT_DIR/pose_<format>/<name>.json, --save-mask OUT_DIR/mask/.'
             '\n\n'
-            'Example:\n  python tools/infer.py photo.jpg --checkpoints '
+            'Example:\n  python -m sapiens_mm photo.jpg --pose '
+            'sapiens2-pose-0.4b --seg sapiens2-seg-0.4b --detector rtmdet-m'
+            '\n  python tools/infer.py photo.jpg --checkpoints '
             'sapiens_0.3b_goliath_best_goliath_AP_573.pth '
             'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth '
             '--out-dir outputs\n  python tools/infer.py photo.jpg '
@@ -58,13 +66,15 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='output folder (default: %(default)s)')
     m = p.add_argument_group('models')
     m.add_argument('--checkpoints', nargs='+', default=[], metavar='CKPT',
-                   help='official Sapiens / Sapiens2 checkpoints '
-                   '(sapiens2_<size>_<task>.safetensors) or exported '
-                   '.onnx / .pt2 models; the task (and size) of each are '
-                   'recognised')
+                   help='released model names, official Sapiens / '
+                   'Sapiens2 checkpoints (sapiens2_<size>_<task>.safetensors)'
+                   ' or exported .onnx / .pt2 models; the task (and size) of '
+                   'each are recognised')
     for task in CLI_TASKS:
         m.add_argument(f'--{task}', metavar='CKPT', default=None,
-                       help=f'{task} checkpoint or exported .onnx / .pt2')
+                       help=f'{task} model: a released model name or Hub '
+                       'repository id, a checkpoint, or an exported .onnx / '
+                       '.pt2')
         m.add_argument(f'--{task}-config', metavar='CFG', default=None,
                        help=f'{task} config (default: the shipped config of '
                        f'the recognised --{task} checkpoint)')
@@ -92,9 +102,12 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='read at most this many frames of each video / '
                    'webcam')
     d = p.add_argument_group('person boxes (pose; x1, y1, x2, y2 pixels)')
-    d.add_argument('--detector', choices=('hog', 'haar', 'none'),
-                   default='hog', help='built-in OpenCV person detector, '
-                   'used when --det-model is not given (default: '
+    d.add_argument('--detector', choices=('hog', 'haar', 'none',
+                                          'rtmdet-m'),
+                   default='hog', help='person detector, used when '
+                   '--det-model is not given: built-in OpenCV (hog, haar; no '
+                   'download), or rtmdet-m, the official Sapiens RTMDet-m '
+                   'person detector (mmdet; downloaded once) (default: '
                    '%(default)s); when it finds no one the whole image is '
                    'used (see --no-whole-image-fallback)')
     # mmpose's inferencer_demo.py names; the older spellings still work

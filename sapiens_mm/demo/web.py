@@ -29,7 +29,8 @@ from mmengine.logging import print_log
 from sapiens_mm.apis.inferencers import task_of_checkpoint
 from sapiens_mm.cli.common import one_line
 from sapiens_mm.tasks import CLI_TASKS, TASK_VERSIONS
-from sapiens_mm.zoo import ConfigMismatchError, shipped_config
+from sapiens_mm.zoo import (ConfigMismatchError, lookup_card,
+                            shipped_config)
 
 __all__ = ['TINY_CHOICE', 'DEMO_TASKS', 'find_checkpoints', 'side_by_side',
            'WebDemo', 'build_demo']
@@ -50,16 +51,23 @@ def find_checkpoints(paths: Sequence[str]) -> Dict[str, Dict[str, str]]:
     The task of each file is recognised as the CLI does (an exported
     model's metadata, the config a checkpoint carries as data, its official
     file name or its weights); files that cannot be read or whose task
-    cannot be told are logged and left out.
+    cannot be told are logged and left out. A released model's registry
+    name (``sapiens2-pose-0.4b``) is offered under that name and downloaded
+    when it is first chosen.
 
     Returns:
-        ``{task: {label: path}}`` with the file name as label.
+        ``{task: {label: path or model name}}`` with the file name (or the
+        model name) as label.
     """
     found: Dict[str, Dict[str, str]] = {t: {} for t in DEMO_TASKS}
     files: List[Path] = []
     for text in paths:
         path = Path(text).expanduser()
-        if path.is_dir():
+        card = None if path.exists() else lookup_card(text)
+        if card is not None and card.runnable and card.task in found:
+            # a released model: downloaded when it is first chosen
+            found[card.task][card.name] = card.name
+        elif path.is_dir():
             files += sorted(p for p in path.rglob('*')
                             if p.suffix.lower() in _CKPT_EXTENSIONS)
         elif path.is_file():

@@ -336,7 +336,10 @@ def build_person_detector(
     Args:
         detector: ``'hog'`` or ``'haar'`` (:class:`OpenCVPersonDetector`),
             ``'face'`` (:class:`OpenCVFaceDetector`), ``'none'`` / None (no
-            detector: user boxes or the whole image), or a
+            detector: user boxes or the whole image), a detection model of
+            the registry (``'rtmdet-m'``, the official Sapiens RTMDet-m
+            person detector: an :class:`MMDetPersonDetector` of its shipped
+            config and its downloaded weights), or a
             :class:`PersonDetector`. Ignored when ``det_model`` is given.
         det_model: mmdet config (file or Config); with ``det_weights``,
             takes priority (the names of mmpose's ``Pose2DInferencer``).
@@ -350,6 +353,7 @@ def build_person_detector(
     Raises:
         ValueError: An unknown detector, or ``det_weights`` without
             ``det_model``.
+        HubError: A registry detector could not be downloaded (one line).
     """
     if det_model is not None:
         return MMDetPersonDetector(det_model, det_weights, device,
@@ -365,9 +369,18 @@ def build_person_detector(
         return OpenCVPersonDetector(detector)
     if detector == 'face':
         return OpenCVFaceDetector()
+    # a detector of the model registry ('rtmdet-m'): its shipped mmdet
+    # config and its weights, downloaded once (imported here: the registry
+    # sits above this package)
+    from sapiens_mm.zoo import fetch, lookup_card
+    card = lookup_card(str(detector))
+    if card is not None and card.task == 'detection':
+        return MMDetPersonDetector(str(card.config), fetch(card), device,
+                                   det_cat_ids)
     raise ValueError(f'Unknown detector {detector!r}: use "hog", "haar", '
-                     '"face", "none", a PersonDetector, or det_model / '
-                     'det_weights for an mmdet detector.')
+                     '"face", "none", "rtmdet-m" (the official Sapiens '
+                     'person detector, downloaded), a PersonDetector, or '
+                     'det_model / det_weights for an mmdet detector.')
 
 
 def select_person_boxes(

@@ -31,6 +31,8 @@ from mmengine.logging import print_log
 
 from sapiens_mm.checkpoint import get_state_dict, load_file
 
+from .cards import index_root
+
 __all__ = [
     'SapiensModelInfo', 'UnrecognizedCheckpointError', 'EMBED_DIMS_TO_SIZE',
     'SAPIENS2_EMBED_DIMS_TO_SIZE', 'config_root', 'config_path', 'get_config',
@@ -143,7 +145,8 @@ class SapiensModelInfo:
             classes, ``'lip'`` 20 classes) for seg, None for depth / normal.
             Sapiens2: ``'goliath'`` (308 keypoints) for pose, ``'dome29'``
             for seg, None otherwise.
-        source: ``'name'`` or ``'keys'``: what the facts were read from.
+        source: ``'name'``, ``'keys'`` or ``'registry'``: what the facts
+            were read from (the file name, the weights, a registry model).
         version: 1 (Sapiens) or 2 (Sapiens2).
     """
     task: str
@@ -165,20 +168,12 @@ def config_root() -> Path:
     An installed wheel carries them inside the package
     (``sapiens_mm/.mim/configs``, OpenMMLab's convention); a source checkout
     (and an editable install of it) has them in ``configs/`` next to the
-    package.
+    package (see :func:`sapiens_mm.zoo.cards.index_root`).
 
     Raises:
         FileNotFoundError: Neither exists.
     """
-    package = Path(__file__).resolve().parents[1]
-    for root in (package / '.mim' / 'configs', package.parent / 'configs'):
-        if (root / '_base_').is_dir() and (root / 'pose').is_dir():
-            return root
-    raise FileNotFoundError(
-        f'The sapiens_mm configs were found neither in the package '
-        f'({package / ".mim" / "configs"}) nor in a checkout '
-        f'({package.parent / "configs"}). Reinstall sapiens_mm (pip install '
-        '.) or pass a config file together with the checkpoint.')
+    return index_root() / 'configs'
 
 
 def config_path(name: str) -> Path:
@@ -505,7 +500,7 @@ def with_official_dataset_meta(path: Union[str, Path], checkpoint: Any) -> Any:
     metadata of its shipped config is added: class names, palette and
     vocabulary (seg), keypoint metainfo (pose), the task name (others).
     mmengine's local-file loader calls this (see
-    :func:`sapiens_mm.checkpoint.register_mmengine_loader`), so every stock
+    :func:`sapiens_mm.zoo.loader.register_mmengine_loaders`), so every stock
     front end gets it. Nothing is written to the file.
 
     Args:

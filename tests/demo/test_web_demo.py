@@ -205,6 +205,10 @@ def test_webcam_snapshot_and_checkpoints(tmp_path):
     found = find_checkpoints([str(tmp_path / 'ckpts')])
     assert found['depth'] == {ckpt.name: str(ckpt)}
     assert found['pose'] == found['seg'] == found['normal'] == {}
+    # released models by name: offered, downloaded only when chosen
+    named = find_checkpoints(['sapiens-seg-0.3b', 'sapiens2-pose-0.4b'])
+    assert named['seg'] == {'sapiens-seg-0.3b': 'sapiens-seg-0.3b'}
+    assert named['pose'] == {'sapiens2-pose-0.4b': 'sapiens2-pose-0.4b'}
     demo = WebDemo(found, device='cpu', out_root=str(tmp_path / 'runs'))
     assert demo.choices('depth') == [ckpt.name, TINY_CHOICE]
     rgb = np.zeros((60, 40, 3), np.uint8)

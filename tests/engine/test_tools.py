@@ -88,20 +88,9 @@ def test_test_py_writes_metrics_json_and_predictions(tmp_path, monkeypatch):
     import mmcv
     import mmengine
     import numpy as np
-    import torch
-    from cluster_helpers import write_seg_data, write_tiny_config
-    from mmengine.config import Config
-    from mmengine.registry import init_default_scope
-    from mmseg.registry import MODELS
+    from cluster_helpers import write_tiny_seg_checkpoint
 
-    data = write_seg_data(tmp_path / 'data', n=3)
-    cfg_path = write_tiny_config(tmp_path, data, batch_size=1, max_epochs=1,
-                                 augment=False, dropout=0.0)
-    monkeypatch.syspath_prepend(str(tmp_path))  # its custom_imports
-    init_default_scope('mmseg')
-    model = MODELS.build(Config.fromfile(str(cfg_path)).model)
-    ckpt = tmp_path / 'model.pth'
-    torch.save({'state_dict': model.state_dict()}, str(ckpt))
+    cfg_path, ckpt = write_tiny_seg_checkpoint(tmp_path, monkeypatch, n=3)
 
     tool = load_tool('test')
     out, dump = tmp_path / 'res' / 'metrics.json', tmp_path / 'preds.pkl'

@@ -262,3 +262,24 @@ def simulate_full_disk(monkeypatch) -> None:
 
     monkeypatch.setattr(os, 'fdopen',
                         lambda *a, **k: FullDisk(real_fdopen(*a, **k)))
+
+
+def write_tiny_seg_checkpoint(tmp_path: Path, monkeypatch, n: int) -> tuple:
+    """A tiny seg config over ``n`` written images (its folder on
+    ``sys.path`` for its custom_imports) and a checkpoint of its model.
+
+    Returns:
+        ``(config path, checkpoint path)``.
+    """
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    from mmseg.registry import MODELS
+    data = write_seg_data(tmp_path / 'data', n=n)
+    cfg_path = write_tiny_config(tmp_path, data, batch_size=1, max_epochs=1,
+                                 augment=False, dropout=0.0)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    init_default_scope('mmseg')
+    model = MODELS.build(Config.fromfile(str(cfg_path)).model)
+    ckpt = tmp_path / 'model.pth'
+    torch.save({'state_dict': model.state_dict()}, str(ckpt))
+    return cfg_path, ckpt

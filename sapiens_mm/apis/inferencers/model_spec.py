@@ -1,17 +1,22 @@
 """What the user names as models -> (task, config, checkpoint) per task.
 
-A spec is a checkpoint file alone, a config
-(file or :class:`~mmengine.config.Config`, random weights), a
+A spec is an official Sapiens checkpoint file alone (task and size from its
+name or, failing that, its weights; the shipped config is used), a released
+model by registry name, alias or Hub repository id (``'sapiens2-pose-0.4b'``,
+``'facebook/sapiens2-pose-0.4b'``, downloaded once; its registry config is
+used; see :mod:`sapiens_mm.zoo`), a config (file or
+:class:`~mmengine.config.Config`, random weights), a
 ``dict(config=..., checkpoint=...)`` or a ``(config, checkpoint)`` pair. The
 checkpoint may be an exported ``.onnx`` / ``.pt2`` model: its task and
-config are read from the file.
+config are read from the file; or a Hugging Face Transformers Sapiens2
+checkpoint (a folder, or its ``model.safetensors``).
 
-A checkpoint alone is built with, in this order of preference: the config it
-carries as data (checkpoints saved by ``tools/train.py`` and ``make demo``;
-see :func:`~sapiens_mm.zoo.checkpoint_config`), or the shipped config of
-the task and size told by its official file name or, failing that, its
-weights. The weights must then fit that shipped config; if they do not, the
-error names the config options that differ
+A checkpoint file alone is built with, in this order of preference: the
+config it carries as data (checkpoints saved by ``tools/train.py`` and
+``make demo``; see :func:`~sapiens_mm.zoo.checkpoint_config`), or the
+shipped config of the task and size told by its official file name or,
+failing that, its weights. The weights must then fit that shipped config; if
+they do not, the error names the config options that differ
 (:class:`~sapiens_mm.zoo.ConfigMismatchError`).
 """
 import os.path as osp
@@ -28,11 +33,14 @@ from sapiens_mm.deploy.safe_load import config_from_data
 from sapiens_mm.tasks import TASKS, task_of_config
 from sapiens_mm.zoo import (
     ConfigMismatchError,
+    ModelCard,
     SapiensModelInfo,
     checkpoint_config,
     config_mismatches,
+    lookup_card,
     parse_checkpoint_name,
     recognize_state_dict,
+    resolve_checkpoint,
 )
 
 from ..inference import load_config
@@ -78,9 +86,10 @@ def _check_task(task: Optional[str], where: str) -> None:
 
 
 def task_of_checkpoint(path: Union[str, Path]) -> str:
-    """The task of a checkpoint file, as :func:`resolve_model` builds it: an
-    exported model's metadata, else the config a checkpoint carries as data,
-    else the model zoo's recognition (official name, then weights).
+    """The task of a checkpoint, as :func:`resolve_model` builds it: a
+    registry model's, an exported model's metadata, else the config a
+    checkpoint carries as data, else the model zoo's recognition (official
+    name, then weights).
 
     Raises:
         FileNotFoundError: No such file.
@@ -91,14 +100,35 @@ def task_of_checkpoint(path: Union[str, Path]) -> str:
     path = str(path)
     if is_exported_model(path):
         return read_metadata(path)['task']
-    info = parse_checkpoint_name(path)
+    card = lookup_card(path.partition('@')[0])
+    if card is not None and not osp.exists(path):
+        return card.task  # a registry model: no download needed
+    local = resolve_checkpoint(path)[0]
+    info = parse_checkpoint_name(local)
     if info is not None:
         return info.task
-    loaded = load_file(path)
-    cfg = checkpoint_config(loaded, path)
+    loaded = load_file(str(local))
+    cfg = checkpoint_config(loaded, str(local))
     if cfg is not None:
         return task_of_config(cfg)
-    return recognize_state_dict(get_state_dict(loaded), source=path).task
+    return recognize_state_dict(get_state_dict(loaded), source=str(local)).task
+
+
+def _info_of_card(card: ModelCard) -> SapiensModelInfo:
+    """The model facts of a registry model sapiens_mm runs.
+
+    Raises:
+        ValueError: A model without a runnable config (a pretraining
+            backbone, a compiled Sapiens-lite graph, the detector).
+    """
+    if not card.runnable:
+        raise ValueError(
+            f'{card.name} is a {card.task} model in the {card.format} '
+            'format, which the inferencers do not run; name a task model '
+            '(python tools/download.py --list lists them).')
+    dataset = card.dataset if card.task in ('pose', 'seg') else None
+    return SapiensModelInfo(card.task, card.size, dataset, 'registry',
+                            card.version)
 
 
 def _resolve_exported(checkpoint: str, config,
@@ -129,11 +159,14 @@ def resolve_model(spec: ModelSpec,
         FileNotFoundError: A missing checkpoint or config.
         ValueError: A spec of the wrong task, or with unknown keys.
         TypeError: Something that is not a spec.
+        UnknownModelError: A checkpoint that is neither a file nor a
+            registry model (the closest names are suggested).
+        HubError: A registry model could not be downloaded (one line).
         UnrecognizedCheckpointError: A checkpoint alone whose task and size
             cannot be told.
-        ConfigMismatchError: A checkpoint alone, without a config as data,
-            whose weights do not fit the shipped config of its task and
-            size.
+        ConfigMismatchError: A checkpoint file alone, without a config as
+            data, whose weights do not fit the shipped config of its task
+            and size.
     """
     _check_task(task_hint, 'models')
     config = checkpoint = None
@@ -155,14 +188,17 @@ def resolve_model(spec: ModelSpec,
                         ' or (config, checkpoint).')
     if config is None and checkpoint is None:
         raise ValueError('A model spec needs a config or a checkpoint.')
+    card = None
     if checkpoint is not None:
-        checkpoint = osp.expanduser(str(checkpoint))
-        if not osp.isfile(checkpoint):
-            raise FileNotFoundError(f'Checkpoint not found: {checkpoint}')
+        # a local file or folder, or a registry model (downloaded)
+        checkpoint, card = resolve_checkpoint(str(checkpoint))
         if is_exported_model(checkpoint):
             return _resolve_exported(checkpoint, config, task_hint)
     state_dict = info = None
-    if config is None:
+    if config is None and card is not None:
+        info = _info_of_card(card)
+        cfg = load_config(card.config)
+    elif config is None:
         info = parse_checkpoint_name(checkpoint)
         if info is not None:
             cfg = load_config(info.config)
