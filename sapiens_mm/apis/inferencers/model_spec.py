@@ -103,10 +103,10 @@ def task_of_checkpoint(path: Union[str, Path]) -> str:
     card = lookup_card(path.partition('@')[0])
     if card is not None and not osp.exists(path):
         return card.task  # a registry model: no download needed
-    local = resolve_checkpoint(path)[0]
-    info = parse_checkpoint_name(local)
-    if info is not None:
+    info = parse_checkpoint_name(path)
+    if info is not None:  # an official file name: nothing to read
         return info.task
+    local = resolve_checkpoint(path)[0]
     loaded = load_file(str(local))
     cfg = checkpoint_config(loaded, str(local))
     if cfg is not None:
