@@ -14,10 +14,6 @@ from .convert import (convert_pretrain_to_clean,  # noqa: E402
                       extract_backbone_state_dict)
 
 __all__ += ['convert_pretrain_to_clean', 'extract_backbone_state_dict']
-from .config_data import (UnsafeModelError, config_from_data,  # noqa: E402
-                          config_to_data)
-
-__all__ += ['UnsafeModelError', 'config_to_data', 'config_from_data']
 from .safetensors_io import (is_safetensors_file,  # noqa: E402
                              load_safetensors, save_safetensors)
 from .sapiens2_layout import (add_official_layout_hook,  # noqa: E402

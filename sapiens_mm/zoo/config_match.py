@@ -61,7 +61,7 @@ def checkpoint_config(checkpoint: Any, source: str):
     Checkpoints written by a run with
     :class:`~sapiens_mm.engine.ConfigDataHook` (``tools/train.py``,
     ``make demo``) hold ``meta['config_data']``
-    (:func:`sapiens_mm.checkpoint.config_to_data`); mmengine's own
+    (:func:`sapiens_mm.deploy.config_to_data`); mmengine's own
     ``meta['cfg']`` is Python text and is never read.
 
     Args:
@@ -73,7 +73,7 @@ def checkpoint_config(checkpoint: Any, source: str):
 
     Raises:
         UnsafeModelError: The stored config names something that could run
-            code (see :func:`sapiens_mm.checkpoint.config_from_data`).
+            code (see :func:`sapiens_mm.deploy.config_from_data`).
     """
     meta = checkpoint.get('meta') if isinstance(checkpoint, Mapping) \
         else None

@@ -12,7 +12,8 @@ from mmengine.config import Config
 from sapiens_mm.apis.inference import init_model
 from sapiens_mm.apis.inferencers.model_spec import (resolve_model,
                                                     task_of_checkpoint)
-from sapiens_mm.checkpoint import UnsafeModelError, config_to_data
+from sapiens_mm.checkpoint.config_data import (UnsafeModelError,
+                                               config_to_data)
 from sapiens_mm.zoo import ConfigMismatchError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,9 +18,9 @@ class ConfigDataHook(Hook):
     mmengine saves ``meta['cfg']``, the config as Python text: reading it
     back means executing it, which sapiens_mm never does with a file a user
     hands it. This hook adds ``meta['config_data']``: the same config as a
-    JSON-safe dict (:func:`sapiens_mm.checkpoint.config_to_data`: dicts,
+    JSON-safe dict (:func:`sapiens_mm.deploy.config_to_data`: dicts,
     lists, strings, numbers, booleans, None, tuples tagged), which
-    :func:`sapiens_mm.checkpoint.config_from_data` rebuilds without
+    :func:`sapiens_mm.deploy.config_from_data` rebuilds without
     executing anything. The inference front end then builds the model the
     checkpoint was trained with from the file alone, even when the run
     changed the shipped config (head widths, input size, number of
