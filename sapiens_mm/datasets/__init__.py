@@ -16,6 +16,13 @@ from .pointmap_folder_dataset import PointmapFolderDataset  # noqa: E402
 from .albedo_folder_dataset import AlbedoFolderDataset  # noqa: E402
 __all__ += ['DenseFolderDataset', 'DepthFolderDataset', 'NormalFolderDataset',
             'PointmapFolderDataset', 'AlbedoFolderDataset']
+from .coco_annotations import (  # noqa: E402
+    AnnotationFileError, CheckedCocoAnnotationsMixin, CheckedCocoDataset,
+    CheckedCocoWholeBodyDataset, check_coco_keypoint_annotations,
+    check_detection_results)
+__all__ += ['AnnotationFileError', 'CheckedCocoAnnotationsMixin',
+            'CheckedCocoDataset', 'CheckedCocoWholeBodyDataset',
+            'check_coco_keypoint_annotations', 'check_detection_results']
 from .goliath_dataset import GoliathDataset  # noqa: E402
 from .metainfo_goliath import (  # noqa: E402
     GOLIATH_GROUPS, coco_wholebody_to_goliath, goliath_keypoint_groups,

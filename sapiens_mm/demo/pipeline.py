@@ -223,9 +223,9 @@ def adapt_config(cfg: Config, task: str, data_root: str, work_dir: str,
     cfg.test_dataloader = cfg.val_dataloader
     if task == 'pose':
         # The generator writes both skeletons: goliath_308.json for
-        # GoliathDataset, coco_17.json for mmpose's CocoDataset.
-        ann = ('coco_17.json' if cfg.train_dataloader.dataset.type ==
-               'CocoDataset' else 'goliath_308.json')
+        # GoliathDataset, coco_17.json for the COCO datasets.
+        ann = ('coco_17.json' if cfg.train_dataloader.dataset.type in (
+            'CocoDataset', 'CheckedCocoDataset') else 'goliath_308.json')
         for split, loader in (('train', cfg.train_dataloader),
                               ('val', cfg.val_dataloader)):
             loader.dataset.ann_file = f'{split}/annotations/{ann}'

@@ -2,6 +2,10 @@ __all__ = []
 from .depth_metric import SapiensDepthMetric  # noqa: E402
 from .normal_metric import SapiensNormalMetric  # noqa: E402
 __all__ += ['SapiensDepthMetric', 'SapiensNormalMetric']
+from .checked_coco_metric import (  # noqa: E402
+    CheckedCocoGroundTruthMixin, CheckedCocoMetric, CheckedCocoWholeBodyMetric)
+__all__ += ['CheckedCocoGroundTruthMixin', 'CheckedCocoMetric',
+            'CheckedCocoWholeBodyMetric']
 from .goliath_metric import GoliathMetric, keypoint_oks_stats  # noqa: E402
 __all__ += ['GoliathMetric', 'keypoint_oks_stats']
 from .pointmap_metric import SapiensPointmapMetric  # noqa: E402
