@@ -3,11 +3,16 @@
 This module is the one place that says which tasks exist, which OpenMMLab
 registry builds each task's model, and which precision names are accepted.
 Every other module imports these names; none restates them. It depends on
-torch only, so any layer of the package may import it.
+nothing of the package, so any layer may import it; torch is imported when
+a precision table (:data:`DTYPES`, :data:`ROPE_DTYPES`) is first read, so a
+command line that only needs the task names (``python -m sapiens_mm
+--help``) starts without it.
 """
-from typing import Any, Dict, Literal, Mapping, Optional, Tuple
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, Literal, Mapping,
+                    Optional, Tuple)
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     'Task', 'TASKS', 'CLI_TASKS', 'DENSE_TASKS', 'MAP_TASKS', 'TASK_VERSIONS',
@@ -55,25 +60,53 @@ TASK_SCOPES: Dict[str, str] = {
     for t in TASKS
 }
 
+class _DtypeTable(Mapping):
+    """A read-only ``{name: torch.dtype}`` table that imports torch on first
+    use (so importing this module does not)."""
+
+    def __init__(self, names: Dict[str, str]) -> None:
+        self._names = names
+        self._dtypes: Optional[Dict[str, 'torch.dtype']] = None
+
+    def _table(self) -> Dict[str, 'torch.dtype']:
+        if self._dtypes is None:
+            import torch
+            self._dtypes = {k: getattr(torch, v)
+                            for k, v in self._names.items()}
+        return self._dtypes
+
+    def __getitem__(self, name: str) -> 'torch.dtype':
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return repr(self._table())
+
+
 #: Names accepted for an inference or training precision.
-DTYPES: Dict[str, torch.dtype] = {
-    'fp32': torch.float32,
-    'float32': torch.float32,
-    'bf16': torch.bfloat16,
-    'bfloat16': torch.bfloat16,
-    'fp16': torch.float16,
-    'float16': torch.float16,
-}
+DTYPES: Mapping[str, 'torch.dtype'] = _DtypeTable({
+    'fp32': 'float32',
+    'float32': 'float32',
+    'bf16': 'bfloat16',
+    'bfloat16': 'bfloat16',
+    'fp16': 'float16',
+    'float16': 'float16',
+})
 
 RopeDtype = Literal['bf16', 'fp32']
 #: Precisions of Sapiens2's RoPE tables (official: bf16, even in fp32 models).
-ROPE_DTYPES: Dict[str, torch.dtype] = {
-    'bf16': torch.bfloat16,
-    'fp32': torch.float32
-}
+ROPE_DTYPES: Mapping[str, 'torch.dtype'] = _DtypeTable({
+    'bf16': 'bfloat16',
+    'fp32': 'float32'
+})
 
 
-def resolve_dtype(dtype: Any, argument: str = 'dtype') -> torch.dtype:
+def resolve_dtype(dtype: Any, argument: str = 'dtype') -> 'torch.dtype':
     """``dtype`` (a name of :data:`DTYPES` or a ``torch.dtype``) as a
     ``torch.dtype``.
 
@@ -81,6 +114,7 @@ def resolve_dtype(dtype: Any, argument: str = 'dtype') -> torch.dtype:
         ValueError: An unknown name or dtype; the message names
             ``argument`` and the accepted names.
     """
+    import torch
     if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
         return dtype
     if isinstance(dtype, str) and dtype in DTYPES:

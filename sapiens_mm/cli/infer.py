@@ -39,7 +39,11 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'An exported .onnx / .pt2 '
             'file (tools/deploy/export.py) works as a checkpoint: its task '
             'and config are read from the file; it runs in fp32.\n\n'
-            'Outputs in OUT_DIR/<task>/: <name>.json (pose, COCO-style), '
+            'Boxes are x1, y1, x2, y2 in pixels everywhere: --bboxes takes '
+            'them so and the pose JSON writes them so (its bbox_format: '
+            'xyxy).\n\n'
+            'Outputs in OUT_DIR/<task>/: <name>.json (pose, COCO-like, '
+            'boxes xyxy), '
             '<name>.npy (seg labels, depth, normals at the input resolution; '
             'depth/normals are NaN outside the person when seg runs) and '
             '<name>.png; Sapiens2 pointmaps also <name>.npy (H, W, 3) metric '
@@ -120,14 +124,15 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     r.add_argument('--max-frames', type=int, default=None,
                    help='read at most this many frames of each video / '
                    'webcam')
-    d = p.add_argument_group('person boxes (pose)')
+    d = p.add_argument_group('person boxes (pose; x1, y1, x2, y2 pixels)')
     d.add_argument('--detector', choices=('hog', 'haar', 'none',
                                           'rtmdet-m'),
                    default='hog', help='person detector, used when '
                    '--det-model is not given: built-in OpenCV (hog, haar; no '
                    'download), or rtmdet-m, the official Sapiens RTMDet-m '
                    'person detector (mmdet; downloaded once) (default: '
-                   '%(default)s); with no detection the whole image is used')
+                   '%(default)s); when it finds no one the whole image is '
+                   'used (see --no-whole-image-fallback)')
     # mmpose's inferencer_demo.py names; the older spellings still work
     d.add_argument('--det-model', '--det-config', dest='det_model',
                    default=None,
@@ -143,6 +148,10 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='detector score threshold (default: %(default)s)')
     d.add_argument('--nms-thr', type=float, default=0.3,
                    help='box NMS IoU threshold (default: %(default)s)')
+    d.add_argument('--no-whole-image-fallback', action='store_true',
+                   help='when the detector finds no one in an image, give '
+                   'it no pose (by default pose runs on the whole image as '
+                   'one person, said once per run)')
     d.add_argument('--bboxes', default=None,
                    help='person boxes used for every input instead of the '
                    'detector: a JSON file or string with [[x1, y1, x2, y2'
@@ -158,7 +167,10 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     v.add_argument('--det-interval', type=int, default=1, metavar='N',
                    help='run the person detector every N frames; between '
                    'them the boxes come from the previous frame\'s '
-                   'keypoints (default: %(default)s)')
+                   'keypoints, at least a quarter of the size of each '
+                   'person\'s '
+                   'last detected box (the detector runs when one '
+                   'degenerates; default: %(default)s)')
     v.add_argument('--min-cutoff', type=float, default=4.0,
                    help='One-Euro cutoff at rest, Hz; lower smooths more '
                    '(default: %(default)s)')
@@ -247,6 +259,10 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    '%(default)s)')
     from sapiens_mm.cli import add_debug_argument
     add_debug_argument(p)
+    p.add_argument('--verbose', action='store_true',
+                   help='also show the warnings of the OpenMMLab packages '
+                   '(deprecations and notes that do not concern the run; '
+                   'hidden by default)')
     return p
 
 
@@ -266,14 +282,22 @@ def models_from_args(args: argparse.Namespace) -> dict:
     for ckpt in args.checkpoints:
         task = task_of_checkpoint(ckpt)
         if task in models:
+            given = models[task]['checkpoint'] or models[task]['config']
             raise ValueError(f'Two {task} models given ({ckpt} and '
-                             f'{models[task]}); keep one.')
+                             f'{given}); keep one.')
         models[task] = dict(config=None, checkpoint=ckpt)
     if not models:
         raise ValueError('No model given: use --checkpoints CKPT [CKPT ...] '
                          'or --pose/--seg/--depth/--normal/--pointmap/'
                          '--albedo/--matting CKPT (and/or '
                          '--<task>-config CFG).')
+    missing = [t for t in (args.tasks or ()) if t not in models]
+    if missing:
+        flags = ' / '.join(f'--{t} CKPT' for t in missing)
+        raise ValueError(
+            f'--tasks {" ".join(args.tasks)} asks for {", ".join(missing)} '
+            f'but no {" / ".join(missing)} model was given: add {flags} '
+            '(or the file to --checkpoints), or drop it from --tasks.')
     return models
 
 
@@ -322,6 +346,7 @@ def _models(args: argparse.Namespace) -> dict:
 
 def _build_inferencer(args: argparse.Namespace, models: dict,
                       device: Optional[str]):
+    """The inferencer of the parsed options, on ``device``."""
     from sapiens_mm.apis.inferencers import SapiensInferencer
     return SapiensInferencer(
         models=models,
@@ -346,7 +371,8 @@ def _build_inferencer(args: argparse.Namespace, models: dict,
         stabilize_alpha=args.stabilize_alpha,
         mask_with=args.mask_with,
         stabilize_matting=args.stabilize_matting,
-        stabilize_pointmap_scale=args.stabilize_pointmap_scale)
+        stabilize_pointmap_scale=args.stabilize_pointmap_scale,
+        whole_image_fallback=not args.no_whole_image_fallback)
 
 
 def main(argv: Optional[Sequence[str]] = None,
@@ -363,16 +389,37 @@ def main(argv: Optional[Sequence[str]] = None,
         RuntimeError: No input could be processed (each was skipped).
     """
     args = build_parser(prog).parse_args(argv)
-    if is_sharded(args):
-        return main_sharded(args)
+    from sapiens_mm.cli.common import third_party_warnings
+    with third_party_warnings(args.verbose):
+        if is_sharded(args):
+            return main_sharded(args)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> List[dict]:
+    """:func:`main` after parsing, in one process."""
+    if args.show:  # before any model loads: Qt aborts without a display
+        from sapiens_mm.apis.inferencers.utils.display import \
+            display_problem
+        problem = display_problem()
+        if problem:
+            raise RuntimeError(
+                f'--show needs a window, but {problem}. Run without --show: '
+                f'the results are written to --out-dir ({args.out_dir}).')
     from mmengine.logging import print_log
+
+    from sapiens_mm.zoo import ConfigMismatchError
     bboxes = _load_bboxes(args.bboxes)
     models = _models(args)
     if not (args.no_save_pred and args.no_save_vis):
         # before any model is built or run
         from sapiens_mm.engine.fileio import ensure_writable_dir
         ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
-    inferencer = _build_inferencer(args, models, args.device)
+    try:
+        inferencer = _build_inferencer(args, models, args.device)
+    except ConfigMismatchError as e:
+        raise ValueError(e.explain(
+            f'--{e.task}-config CFG --{e.task} {e.checkpoint}')) from None
     inputs = [int(x) if x.isdigit() and not osp.exists(x) else x
               for x in args.inputs]
     summary = []

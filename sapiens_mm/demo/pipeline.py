@@ -41,8 +41,8 @@ from mmengine.runner import Runner
 from sapiens_mm.apis.inference import set_input_size
 
 __all__ = [
-    'DEMO_TASKS', 'DemoMetric', 'DemoSettings', 'TaskSpec', 'adapt_config',
-    'format_table', 'run_demo'
+    'DEMO_TASKS', 'DEMO_CONFIG_NAME', 'DemoMetric', 'DemoSettings',
+    'TaskSpec', 'adapt_config', 'format_table', 'run_commands', 'run_demo'
 ]
 
 
@@ -201,10 +201,19 @@ def _lighten_augmentation(cfg: Config) -> None:
     cfg.train_dataloader.dataset.pipeline = pipeline
 
 
+#: File name of each task's config in its work dir.
+DEMO_CONFIG_NAME = 'demo_config.py'
+
+
 def adapt_config(cfg: Config, task: str, data_root: str, work_dir: str,
                  settings: DemoSettings) -> Config:
     """Point a shipped tiny config at the demo data and make it a short,
-    single-process CPU run (see the module docstring for what changes)."""
+    single-process CPU run (see the module docstring for what changes).
+
+    The result is called ``<work_dir>/demo_config.py`` (its ``filename``):
+    the Runner writes it there, the one config of the work dir. Its
+    checkpoints carry it as data
+    (:class:`~sapiens_mm.engine.ConfigDataHook`)."""
     iters = int(settings.iters[task])
     cfg = set_input_size(cfg, settings.input_sizes[task], train=True)
     cfg.work_dir = work_dir
@@ -281,7 +290,13 @@ def adapt_config(cfg: Config, task: str, data_root: str, work_dir: str,
         max_keep_ckpts=1, save_last=True)
     cfg.default_hooks.pop('visualization', None)
     cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]
-    return cfg
+    # the checkpoint carries this config as data: it runs from the file alone
+    cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
+        dict(type='ConfigDataHook')]
+    # The Runner writes the config into work_dir under the file name of the
+    # config: the demo's own name, not the shipped config's it was made from
+    return Config(cfg.to_dict(), cfg_text=cfg.pretty_text,
+                  filename=osp.join(work_dir, DEMO_CONFIG_NAME))
 
 
 def _metric(metrics: dict, key: str) -> float:
@@ -314,6 +329,32 @@ def format_table(rows: List[dict]) -> str:
             f"{r['before']:.4g}{r['unit']} | {r['after']:.4g}{r['unit']} | "
             f"{'yes' if better else 'NO'} | {r['train_s']:.0f} s |")
     return '\n'.join(lines)
+
+
+def run_commands(checkpoints: Dict[str, str]) -> List[str]:
+    """The lines that tell how to run the trained models on a photo and on
+    a video: ``python -m sapiens_mm`` with each checkpoint alone (each
+    carries its config), paths relative to the current folder when inside
+    it.
+
+    Args:
+        checkpoints: ``{task: checkpoint path}``.
+    """
+    def rel(path: str) -> str:
+        path = osp.abspath(path)
+        inside = osp.relpath(path)
+        return inside if not inside.startswith('..') else path
+
+    models = ' '.join(f'--{task} {rel(ckpt)}'
+                      for task, ckpt in checkpoints.items())
+    return [
+        'run the trained models on your own photo and video:',
+        f'  python -m sapiens_mm photo.jpg {models} --out-dir outputs',
+        f'  python -m sapiens_mm video.mp4 {models} --out-dir outputs',
+        '  (results in outputs/<task>/; python -m sapiens_mm --help for '
+        'the options; the web demo: python demo/web_demo.py --checkpoints '
+        f'{rel(osp.dirname(osp.dirname(next(iter(checkpoints.values())))))})',
+    ]
 
 
 def _val_boxes(data_root: str, names: List[str]) -> List[np.ndarray]:
@@ -395,7 +436,7 @@ def run_demo(settings: DemoSettings,
                   num_workers=settings.workers, progress=True,
                   matting='matting' in settings.tasks)
 
-    rows, configs = [], {}
+    rows, checkpoints = [], {}
     for i, task in enumerate(settings.tasks):
         spec = DEMO_TASKS[task]
         work_dir = str(out / task)
@@ -417,9 +458,8 @@ def run_demo(settings: DemoSettings,
             train_s = time.perf_counter() - t0
             after = runner.val()
         ckpt = osp.join(work_dir, f'iter_{settings.iters[task]}.pth')
-        cfg_path = osp.join(work_dir, 'demo_config.py')
-        cfg.dump(cfg_path)
-        configs[task] = dict(config=cfg_path, checkpoint=ckpt)
+        # the checkpoint alone: it carries its config (as the user runs it)
+        checkpoints[task] = ckpt
         for m in spec.metrics:
             row = dict(task=task, metric_name=m.name,
                        before=_metric(before, m.key),
@@ -432,16 +472,19 @@ def run_demo(settings: DemoSettings,
         del runner
 
     echo('[3/4] inference on held-out images and a real photograph')
+    # The inference's warnings (e.g. every keypoint below the drawing
+    # threshold) reach the console; its info lines do not.
+    MMLogger.get_instance('sapiens_demo_inference', log_level='WARNING')
     with contextlib.redirect_stdout(io.StringIO()):
         # Held-out images get their ground-truth person boxes; the photograph
         # is a portrait, so its person box is the whole image (no detector).
-        inferencer = SapiensInferencer(configs, device='cpu', batch_size=4,
+        inferencer = SapiensInferencer(checkpoints, device='cpu', batch_size=4,
                                        detector='none')
     val_dir = Path(data_root, 'val/images')
     names = sorted(p.name for p in val_dir.glob('*.png'))[:settings.num_infer]
     vis_dirs = {}
     held_out = out / 'vis' / 'held_out'
-    bboxes = _val_boxes(data_root, names) if 'pose' in configs else None
+    bboxes = _val_boxes(data_root, names) if 'pose' in checkpoints else None
     inferencer([str(val_dir / n) for n in names], out_dir=str(held_out),
                bboxes=bboxes, show_progress=False)
     vis_dirs['held-out images'] = str(held_out)
@@ -465,7 +508,10 @@ def run_demo(settings: DemoSettings,
         echo(f'visualisations of {what}: {path}/<task>/*.png '
               '(skeleton overlay, part colours, depth colour map, normal RGB,'
               ' matting composite) next to the predictions (.json / .npy)')
-    echo(f'trained checkpoints, configs and logs: {out}/<task>/')
+    echo(f'trained checkpoints (each carries its config), configs '
+         f'({DEMO_CONFIG_NAME}) and logs: {out}/<task>/')
+    for line in run_commands(checkpoints):
+        echo(line)
     echo(f'elapsed: {elapsed:.0f} s ({elapsed / 60:.1f} min)')
     (out / 'results.md').write_text(table + '\n')
     return dict(rows=rows, table=table, vis_dirs=vis_dirs, elapsed_s=elapsed)

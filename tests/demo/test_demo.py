@@ -188,7 +188,7 @@ def test_table_marks_the_direction_of_each_metric():
 def test_demo_smoke_run(tmp_path):
     """``demo/main_job.py --smoke``: every step of the main job on a few images
     and iterations (CI's variant of ``make demo``)."""
-    out = tmp_path / 'demo'
+    out = tmp_path / 'work_dirs' / 'demo'  # where make demo writes
     env = dict(os.environ, OMP_NUM_THREADS='1')
     proc = subprocess.run(
         [sys.executable, str(ROOT / 'demo/main_job.py'), '--smoke', '--out-dir',
@@ -220,3 +220,46 @@ def test_demo_smoke_run(tmp_path):
     assert any(f'pose (1/{len(DEMO_TASKS)}, input 192x144)' in ln
                for ln in lines)
     assert any(ln.startswith('elapsed: ') for ln in lines)
+    # one config per work dir, under the demo's name; the checkpoint
+    # carries it as data
+    for task in DEMO_TASKS:
+        assert sorted(p.name for p in (out / task).glob('*.py')) == [
+            'demo_config.py']
+    # the demo ends with the commands that run its models
+    cmd = next(ln for ln in lines if 'python -m sapiens_mm photo.jpg' in ln)
+    assert all(f'--{t} ' in cmd for t in DEMO_TASKS)
+    assert any('python -m sapiens_mm video.mp4' in ln for ln in lines)
+    _readme_commands_run(tmp_path, env)
+
+
+def _readme_block(name, page='README.md'):
+    """The code of ``page`` (README.md or a docs page) between
+    ``<!-- name:start -->`` and ``<!-- name:end -->`` (one fenced block)."""
+    text = (ROOT / page).read_text()
+    block = text.split(f'<!-- {name}:start -->')[1].split(
+        f'<!-- {name}:end -->')[0]
+    return block.split('```', 2)[1].split('\n', 1)[1]
+
+
+def _readme_commands_run(root, env):
+    """README's first screen (set-up to a photo result) and the stock front
+    end example of docs/inference.md, executed as written in ``root`` where
+    the demo wrote ``work_dirs/demo``: the first command, ``make demo``, is the shortened
+    demo just run; ``.venv/bin/python`` is this interpreter."""
+    env = dict(env, PYTHONPATH=str(ROOT))
+    commands = _readme_block('first-photo').strip().splitlines()
+    assert commands[0] == 'make demo' and len(commands) == 3
+    for command in commands[1:]:
+        proc = subprocess.run(
+            command.replace('.venv/bin/python', sys.executable), shell=True,
+            cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, (command, proc.stderr[-3000:])
+    for task in DEMO_TASKS:
+        vis = cv2.imread(str(root / 'outputs' / task / 'astronaut.png'))
+        assert vis is not None and vis.std() > 0
+    proc = subprocess.run([sys.executable, '-c',
+                           _readme_block('stock-frontends',
+                                         'docs/inference.md')], cwd=root,
+                          env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]

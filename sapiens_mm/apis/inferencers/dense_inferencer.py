@@ -12,8 +12,8 @@ from sapiens_mm.utils.matting import (alpha_to_png, composite,
                                       matting_cutout, parse_color)
 from sapiens_mm.visualization import (
     colorize_albedo,
-    colorize_depth,
-    colorize_normal,
+    draw_depth,
+    draw_normal,
     draw_seg,
 )
 
@@ -180,10 +180,12 @@ class DenseInferencer(BaseTaskInferencer):
              foreground: Optional[np.ndarray] = None,
              background=None) -> np.ndarray:
         """BGR drawing of one prediction: part colours over the image with a
-        legend (seg), an inferno depth map (depth, and the Z of a pointmap),
-        RGB normals or the albedo (black outside ``foreground`` when
-        given), or a matte composited onto ``background`` (see
-        :func:`matting_background`; green screen by default).
+        legend (seg), an inferno depth map with its colour bar (depth,
+        relative; the Z of a pointmap, in metres), RGB normals with their
+        orientation key, or the albedo (black outside ``foreground`` when
+        given); the keys are panels on the right of the image. A matte is
+        composited onto ``background`` (see :func:`matting_background`;
+        green screen by default).
 
         Raises:
             ValueError: ``background`` for a model that is not a matting
@@ -198,12 +200,12 @@ class DenseInferencer(BaseTaskInferencer):
         if self.task == 'seg':
             return draw_seg(image, pred, self.dataset_meta)
         if self.task == 'depth':
-            return colorize_depth(pred, foreground)
+            return draw_depth(pred, foreground)
         if self.task == 'pointmap':
-            return colorize_depth(pred[..., 2], foreground)
+            return draw_depth(pred[..., 2], foreground, metric=True)
         if self.task == 'albedo':
             return colorize_albedo(pred, foreground)
-        return colorize_normal(pred, foreground)
+        return draw_normal(pred, foreground)
 
 
 def write_matting_files(base: str, matte: np.ndarray,

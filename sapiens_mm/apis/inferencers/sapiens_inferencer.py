@@ -69,7 +69,7 @@ from .dense_inferencer import (DENSE_TASKS, DenseInferencer,
                                matting_background, write_matting_files)
 from .model_spec import ModelSpec, resolve_models
 from .pose_inferencer import PoseInferencer, detector_arguments
-from .utils.display import StopRequested, show_images
+from .utils.display import StopRequested, display_problem, show_images
 from .utils.prefetch import in_background
 from .utils.sources import (
     Frame,
@@ -122,6 +122,10 @@ class _VideoState:
         self.keypoints: Optional[np.ndarray] = None
         self.keypoint_scores: Optional[np.ndarray] = None
         self.track_ids: Optional[np.ndarray] = None
+        #: The box each of the last frame's people last had from the
+        #: detector (or the user, or the whole image): the size below which
+        #: boxes made from keypoints do not shrink.
+        self.detected_boxes: Optional[np.ndarray] = None
 
 
 class SapiensInferencer:
@@ -174,7 +178,10 @@ class SapiensInferencer:
             smoothed). Defaults to True.
         det_interval: On videos and webcams, run the person detector every
             N frames only; the frames between take their boxes from the
-            previous frame's keypoints (as rtmlib's ``PoseTracker``).
+            previous frame's keypoints (as rtmlib's ``PoseTracker``), at
+            least a quarter of the width and height of each person's last
+            detected box; when someone's keypoint box degenerates (under a
+            tenth of it) or is lost, the detector runs on that frame.
             Defaults to 1 (every frame).
         tracker_cfg: Settings of the tracker and its filter (``iou_weight``,
             ``match_thr``, ``birth_thr``, ``max_age``, ``min_cutoff``,
@@ -202,13 +209,23 @@ class SapiensInferencer:
             frame's measured and applied scale is returned as
             ``predictions['pointmap_scale']`` and written to
             ``pointmap/<name>/<frame>_scale.json``. Defaults to False.
+        whole_image_fallback: When the person detector finds no one in an
+            image, run pose on the whole image (the default; said once per
+            call, as the pose may then be drawn on no one). False: no pose
+            for such images.
         det_config, det_checkpoint, det_cat_id: Deprecated spellings of
             ``det_model``, ``det_weights``, ``det_cat_ids``.
 
     Person boxes come from, in order: boxes given to ``__call__``; else the
     detector (score >= ``bbox_thr``, NMS; on video every ``det_interval``
-    frames, the previous frame's keypoints between); else the whole image.
-    Keypoints are returned in original image pixels.
+    frames, the previous frame's keypoints between); else the whole image
+    (unless ``whole_image_fallback`` is off). Keypoints are returned in
+    original image pixels.
+
+    Each call says once, in the log, when the detector found no one (and
+    the whole image was used), and when every keypoint of an image scored
+    below ``kpt_thr`` (so none is drawn), with a threshold that would draw
+    them.
 
     Decoding, person detection and pre-processing of the next batch run in
     a worker thread while the models run on the current one, and the
@@ -242,6 +259,7 @@ class SapiensInferencer:
                  mask_with: Optional[Literal['matting', 'seg']] = None,
                  stabilize_matting: bool = False,
                  stabilize_pointmap_scale: bool = False,
+                 whole_image_fallback: bool = True,
                  *,
                  det_config: Optional[Union[str, Config]] = None,
                  det_checkpoint: Optional[str] = None,
@@ -271,7 +289,8 @@ class SapiensInferencer:
                     det_cat_ids=det_cat_ids,
                     bbox_thr=bbox_thr,
                     nms_thr=nms_thr,
-                    kpt_thr=kpt_thr)
+                    kpt_thr=kpt_thr,
+                    whole_image_fallback=whole_image_fallback)
             else:
                 self.task_inferencers[task] = DenseInferencer(
                     model=spec.cfg,
@@ -310,6 +329,8 @@ class SapiensInferencer:
         self.stabilize_matting = bool(stabilize_matting)
         self.stabilize_pointmap_scale = bool(stabilize_pointmap_scale)
         self._video: Optional[_VideoState] = None
+        #: What the current call has said once (see :meth:`_say_once`).
+        self._said: set = set()
 
     def _mask_source(self, mask_with: Optional[str]) -> Optional[str]:
         """The task whose output masks the dense outputs (see
@@ -369,6 +390,44 @@ class SapiensInferencer:
                                       self.stabilize_matting,
                                       self.stabilize_pointmap_scale)
         return self._video
+
+    def _say_once(self, key: str, message: str) -> None:
+        """Log ``message`` unless this call has said ``key`` already."""
+        if key not in self._said:
+            self._said.add(key)
+            print_log(message + ' (Said once per run.)', logger='current',
+                      level=30)
+
+    def _pose_notices(self, where: str, pose: dict) -> None:
+        """Say the fallbacks of one frame's pose: the whole image used as
+        the person box, no person, every keypoint below ``kpt_thr``."""
+        detector = self.detector
+        if pose['bbox_source'] == 'whole_image' and detector is not None:
+            self._say_once(
+                'whole_image',
+                f'{where}: the person detector ({type(detector).__name__}) '
+                'found no one, so pose ran on the whole image as one person '
+                '(its skeleton may be drawn on no one). whole_image_fallback='
+                'False (CLI: --no-whole-image-fallback) leaves such images '
+                'without pose; bbox_source in the pose JSON says which box '
+                'each image used.')
+        elif pose['bbox_source'] == 'none':
+            self._say_once(
+                'no_person', f'{where}: the person detector found no one: no '
+                'pose for this image (whole_image_fallback is off).')
+        scores = np.asarray(pose['keypoint_scores'], np.float32)
+        finite = scores[np.isfinite(scores)]
+        if finite.size and not (finite >= self.kpt_thr).any():
+            # about half the keypoints score at least the median
+            suggest = max(0.01, np.floor(np.median(finite) * 100) / 100)
+            self._say_once(
+                'kpt_thr',
+                f'{where}: every keypoint scored below the drawing threshold '
+                f'kpt_thr={self.kpt_thr:g} (highest {finite.max():.2f}), so '
+                f'no keypoint is drawn; kpt_thr={suggest:g} (CLI: --kpt-thr '
+                f'{suggest:g}) draws about half of them. Scores this low '
+                'mean the model is unsure: an untrained model, or no person '
+                'in the box.')
 
     def _skip(self, src: Source, reason: str) -> None:
         name = src.path or src.name
@@ -464,7 +523,9 @@ class SapiensInferencer:
             return_datasamples: Add the raw data samples of each task.
             no_save_pred: Do not write predictions to ``out_dir``.
             no_save_vis: Do not write visualisations to ``out_dir``.
-            show: Show the visualisations in windows (``q`` / Esc stops).
+            show: Show the visualisations in windows (``q`` / Esc stops);
+                a ``RuntimeError`` before anything runs when no window can
+                open (no display, or a headless OpenCV).
             wait_time: ``cv2.waitKey`` time when showing, in ms.
             draw_bbox: Draw person boxes on the pose visualisation.
             max_frames: Read at most this many frames of each video /
@@ -527,8 +588,15 @@ class SapiensInferencer:
                              'model composites the person onto: give a '
                              'matting model too (--matting).')
         background = matting_background(background)
+        if show:
+            problem = display_problem()
+            if problem:
+                raise RuntimeError(
+                    f'show=True needs a window, but {problem}; call without '
+                    'show (out_dir keeps the results).')
         self.skipped = []
         self._video = None
+        self._said = set()
         sources = collect_sources(inputs)
         if not sources:
             raise ValueError('No input given.')
@@ -752,22 +820,27 @@ class SapiensInferencer:
 
     def _pose_from_last_frame(self, frame: Frame, batch_size: int) -> dict:
         """Pose of a frame without detection: boxes around the previous
-        frame's people (the detector when there were none)."""
+        frame's people, at least a quarter of the size of each one's last
+        detected box; the detector runs instead when there were none, or when
+        anyone's keypoint box degenerated (see
+        :func:`~sapiens_mm.tracking.bboxes_from_keypoints`)."""
         ti = self.task_inferencers['pose']
         state = self._video_state(frame.source)
         boxes = None
-        if state.keypoints is not None:
+        if state.keypoints is not None and len(state.keypoints):
             boxes, keep = bboxes_from_keypoints(
                 state.keypoints, state.keypoint_scores, self.kpt_thr,
-                img_shape=frame.image.shape[:2])
-        if boxes is not None and not len(boxes):
-            boxes = None  # everyone was lost: detect
+                img_shape=frame.image.shape[:2],
+                reference_boxes=state.detected_boxes)
+            if len(keep) < len(state.keypoints):
+                boxes = None  # someone was lost or degenerate: detect
         prepared = ti.preprocess_images([frame.image], [frame.source.name],
                                         [boxes])
         out = ti.keypoints_of(
             prepared, ti.forward_batches(prepared['packed'], batch_size))[0]
         if boxes is not None:
             out['pose']['bbox_source'] = 'keypoints'
+            out['pose']['detected_boxes'] = state.detected_boxes[keep]
             if state.track_ids is not None:  # each box's track is known
                 out['pose']['known_ids'] = state.track_ids[keep]
         return out
@@ -782,6 +855,10 @@ class SapiensInferencer:
         pose = pred.get('pose')
         if pose is not None:
             known = pose.pop('known_ids', None)
+            detected = pose.pop('detected_boxes', None)
+            state.detected_boxes = np.asarray(
+                pose['bboxes'] if detected is None else detected,
+                np.float32).reshape(-1, 4)
             state.keypoints = pose['keypoints']
             state.keypoint_scores = pose['keypoint_scores']
             if state.tracker is not None:
@@ -862,6 +939,10 @@ class SapiensInferencer:
                 f'{where}: non-finite (NaN / inf) values in the {outputs}; '
                 'the model weights or the input may be corrupt.',
                 logger='current', level=30)
+        if 'pose' in pred:
+            where = result['input'] if frame.frame_index is None else \
+                f'{result["input"]} frame {frame.frame_index}'
+            self._pose_notices(where, pred['pose'])
         out_dir = opts['out_dir']
         if opts['save_pred']:
             for task in self.tasks:
