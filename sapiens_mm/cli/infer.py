@@ -8,8 +8,8 @@ import json
 import os.path as osp
 from typing import List, Optional, Sequence, Union
 
-from sapiens_mm.engine.sharded import LAUNCHERS, MANIFEST_DIR
 from sapiens_mm.tasks import CLI_TASKS
+from sapiens_mm.utils.sharded_names import LAUNCHERS, MANIFEST_DIR
 
 __all__ = [
     'build_parser', 'models_from_args', 'is_sharded', 'main', 'main_sharded',
@@ -399,8 +399,7 @@ def main(argv: Optional[Sequence[str]] = None,
 def _run(args: argparse.Namespace) -> List[dict]:
     """:func:`main` after parsing, in one process."""
     if args.show:  # before any model loads: Qt aborts without a display
-        from sapiens_mm.apis.inferencers.utils.display import \
-            display_problem
+        from sapiens_mm.apis.inferencers.utils.display import display_problem
         problem = display_problem()
         if problem:
             raise RuntimeError(
@@ -486,12 +485,14 @@ def main_sharded(args: argparse.Namespace) -> Optional[dict]:
     """
     from mmengine.logging import print_log
 
+    from sapiens_mm.apis.inferencers import infer_sharded, write_coco_keypoint_results
     from sapiens_mm.engine.fileio import ensure_writable_dir
-    from sapiens_mm.engine.sharded import (REQUEUE_EXIT_CODE, RunStopped,
-                                           init_distributed, local_device)
-
-    from sapiens_mm.apis.inferencers import (infer_sharded,
-                                             write_coco_keypoint_results)
+    from sapiens_mm.engine.sharded import (
+        REQUEUE_EXIT_CODE,
+        RunStopped,
+        init_distributed,
+        local_device,
+    )
     if args.show:
         raise ValueError('--show is for one process; a sharded run writes '
                          'its outputs to --out-dir.')

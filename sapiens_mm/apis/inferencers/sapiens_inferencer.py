@@ -892,7 +892,8 @@ class SapiensInferencer:
         pose in ``skeleton_style``, the matte composited onto
         ``background`` (green screen when None), depth / normals /
         pointmaps / albedo outside the person (``mask_with``) black,
-        blended with the matting alpha where it is soft."""
+        blended with the matting alpha where it is soft (the picture; the
+        key panels beside it stay as drawn)."""
         alpha = self.person_alpha(pred)
         fg = None if alpha is None else alpha >= 0.5
         vis = {}
@@ -907,9 +908,10 @@ class SapiensInferencer:
                                     background=background)
             else:
                 vis[task] = ti.draw(frame.image, pred[task], fg)
-                if alpha is not None:
-                    vis[task] = np.rint(vis[task] * alpha[..., None]).astype(
-                        np.uint8)
+                if alpha is not None:  # the picture, not its key panel
+                    h, w = alpha.shape
+                    vis[task][:h, :w] = np.rint(
+                        vis[task][:h, :w] * alpha[..., None]).astype(np.uint8)
         return vis
 
     def postprocess(self, frame: Frame, pred: dict, videos: VideoWriters,

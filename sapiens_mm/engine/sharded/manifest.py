@@ -32,6 +32,12 @@ import numpy as np
 from mmengine.logging import print_log
 
 from sapiens_mm.engine.fileio import atomic_path
+from sapiens_mm.utils.sharded_names import (
+    MANIFEST_DIR,
+    MERGED_NAME,
+    RUN_NAME,
+    SUMMARY_NAME,
+)
 
 __all__ = [
     'MANIFEST_DIR', 'MERGED_NAME', 'SUMMARY_NAME', 'RUN_NAME', 'name_hash',
@@ -40,10 +46,6 @@ __all__ = [
     'read_progress', 'read_json'
 ]
 
-MANIFEST_DIR = 'manifests'
-MERGED_NAME = 'manifest.jsonl'
-SUMMARY_NAME = 'summary.json'
-RUN_NAME = 'run.json'
 #: ``<run id>.rank<r>.jsonl``: a rank's records of one run.
 _RANK_FILE = re.compile(r'^(?P<run>\d{8}T\d{6}-[0-9a-f]{6})\.rank'
                         r'(?P<rank>\d{5})\.jsonl$')

@@ -37,8 +37,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import (Callable, Dict, Iterable, List, Optional, Protocol,
-                    Sequence, Tuple)
+from typing import Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple
 
 import torch
 from mmengine.dist import broadcast_object_list, get_dist_info
@@ -46,11 +45,23 @@ from mmengine.logging import print_log
 
 from sapiens_mm.engine.fileio import atomic_write
 from sapiens_mm.engine.runner_cfg import init_cpu_distributed
+from sapiens_mm.utils.sharded_names import LAUNCHERS
 
-from .manifest import (MANIFEST_DIR, MERGED_NAME, RUN_NAME, SUMMARY_NAME,
-                       DoneIndex, ManifestWriter, manifest_files,
-                       merge_manifests, name_hash, progress_path,
-                       rank_manifest_path, read_json, read_progress)
+from .manifest import (
+    MANIFEST_DIR,
+    MERGED_NAME,
+    RUN_NAME,
+    SUMMARY_NAME,
+    DoneIndex,
+    ManifestWriter,
+    manifest_files,
+    merge_manifests,
+    name_hash,
+    progress_path,
+    rank_manifest_path,
+    read_json,
+    read_progress,
+)
 
 __all__ = [
     'REQUEUE_EXIT_CODE', 'LAUNCHERS', 'RunStopped', 'Item', 'Outcome',
@@ -62,7 +73,6 @@ __all__ = [
 #: Exit code of a run stopped by SIGTERM after flushing its manifests
 #: (``EX_TEMPFAIL``: try again): re-running the same command resumes it.
 REQUEUE_EXIT_CODE = 75
-LAUNCHERS = ('none', 'pytorch', 'slurm')
 
 
 class RunStopped(Exception):
