@@ -6,8 +6,10 @@ see the overlays side by side, download the outputs.
     python demo/web_demo.py --checkpoints ~/sapiens_ckpts --port 7860
 
 then open the printed address. Checkpoints are files or folders (searched
-recursively); each task also offers the shipped tiny config with random
-weights, so the demo runs on a fresh machine.
+recursively; ``make demo``'s are in work_dirs/demo and carry their configs);
+--<task>-config gives the config of a task's checkpoints that do not carry
+one. Each task also offers the shipped tiny config with random weights, so
+the demo runs on a fresh machine.
 """
 from __future__ import annotations
 
@@ -29,6 +31,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    'checkpoints, exported .onnx / .pt2), or released model '
                    'names (sapiens2-pose-0.4b; downloaded when first '
                    'chosen)')
+    from sapiens_mm.demo.web import DEMO_TASKS
+    for task in DEMO_TASKS:
+        p.add_argument(f'--{task}-config', metavar='CFG', default=None,
+                       help=f'config of the {task} checkpoints (for files '
+                       'that do not carry theirs; also offered alone, with '
+                       'random weights)')
     p.add_argument('--device', default=None,
                    help='cpu, cuda or cuda:N (default: cuda if available)')
     p.add_argument('--host', default='127.0.0.1',
@@ -55,9 +63,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ImportError:
         raise RuntimeError('The web demo needs gradio: pip install -r '
                            'requirements.txt') from None
-    from sapiens_mm.demo.web import build_demo
+    from sapiens_mm.demo.web import DEMO_TASKS, build_demo
+    configs = {t: getattr(args, f'{t}_config') for t in DEMO_TASKS
+               if getattr(args, f'{t}_config')}
     app = build_demo(args.checkpoints, args.device, args.out_dir,
-                     args.max_side)
+                     args.max_side, configs)
     print(f'Sapiens web demo on http://{args.host}:{args.port}', flush=True)
     app.queue(default_concurrency_limit=1).launch(
         server_name=args.host, server_port=args.port, share=False,

@@ -3,11 +3,16 @@
 This module is the one place that says which tasks exist, which OpenMMLab
 registry builds each task's model, and which precision names are accepted.
 Every other module imports these names; none restates them. It depends on
-torch only, so any layer of the package may import it.
+nothing of the package, so any layer may import it; torch is imported when
+a precision table (:data:`DTYPES`, :data:`ROPE_DTYPES`) is first read, so a
+command line that only needs the task names (``python -m sapiens_mm
+--help``) starts without it.
 """
-from typing import Any, Dict, Literal, Mapping, Optional, Tuple
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, Literal, Mapping,
+                    Optional, Tuple)
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     'Task', 'TASKS', 'CLI_TASKS', 'DENSE_TASKS', 'MAP_TASKS', 'TASK_VERSIONS',
@@ -15,13 +20,15 @@ __all__ = [
     'RopeDtype', 'ROPE_DTYPES', 'resolve_dtype', 'task_of_config'
 ]
 
-Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo']
+Task = Literal['pose', 'seg', 'depth', 'normal', 'pointmap', 'albedo',
+               'matting']
 
-#: The tasks in the order the composite inferencer runs them: segmentation
-#: first (its mask is applied to depth, normals and pointmaps), pose last.
-#: ``pointmap`` and ``albedo`` are Sapiens2's.
-TASKS: Tuple[str, ...] = ('seg', 'depth', 'normal', 'pointmap', 'albedo',
-                          'pose')
+#: The tasks in the order the composite inferencer runs them: matting and
+#: segmentation first (their person mask is applied to depth, normals,
+#: pointmaps and albedo), pose last. ``pointmap``, ``albedo`` and
+#: ``matting`` are Sapiens2's.
+TASKS: Tuple[str, ...] = ('matting', 'seg', 'depth', 'normal', 'pointmap',
+                          'albedo', 'pose')
 
 #: The tasks in the order command lines list them (pose first).
 CLI_TASKS: Tuple[str, ...] = ('pose', ) + tuple(t for t in TASKS
@@ -30,9 +37,11 @@ CLI_TASKS: Tuple[str, ...] = ('pose', ) + tuple(t for t in TASKS
 #: The dense (per-pixel) tasks, in :data:`TASKS` order.
 DENSE_TASKS: Tuple[str, ...] = tuple(t for t in TASKS if t != 'pose')
 
-#: The dense tasks that regress a map (everything dense but seg): the
-#: person mask from seg applies to them, and they flip-average by value.
-MAP_TASKS: Tuple[str, ...] = tuple(t for t in DENSE_TASKS if t != 'seg')
+#: The dense tasks that regress a map of the person (everything dense but
+#: seg and matting, which give the person mask): that mask applies to them,
+#: and they flip-average by value.
+MAP_TASKS: Tuple[str, ...] = tuple(t for t in DENSE_TASKS
+                                   if t not in ('seg', 'matting'))
 
 #: The model generations that provide each task: 1 (Sapiens), 2 (Sapiens2).
 TASK_VERSIONS: Dict[str, Tuple[int, ...]] = {
@@ -41,6 +50,7 @@ TASK_VERSIONS: Dict[str, Tuple[int, ...]] = {
     'normal': (1, 2),
     'pointmap': (2, ),
     'albedo': (2, ),
+    'matting': (2, ),
     'pose': (1, 2),
 }
 
@@ -50,25 +60,53 @@ TASK_SCOPES: Dict[str, str] = {
     for t in TASKS
 }
 
+class _DtypeTable(Mapping):
+    """A read-only ``{name: torch.dtype}`` table that imports torch on first
+    use (so importing this module does not)."""
+
+    def __init__(self, names: Dict[str, str]) -> None:
+        self._names = names
+        self._dtypes: Optional[Dict[str, 'torch.dtype']] = None
+
+    def _table(self) -> Dict[str, 'torch.dtype']:
+        if self._dtypes is None:
+            import torch
+            self._dtypes = {k: getattr(torch, v)
+                            for k, v in self._names.items()}
+        return self._dtypes
+
+    def __getitem__(self, name: str) -> 'torch.dtype':
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return repr(self._table())
+
+
 #: Names accepted for an inference or training precision.
-DTYPES: Dict[str, torch.dtype] = {
-    'fp32': torch.float32,
-    'float32': torch.float32,
-    'bf16': torch.bfloat16,
-    'bfloat16': torch.bfloat16,
-    'fp16': torch.float16,
-    'float16': torch.float16,
-}
+DTYPES: Mapping[str, 'torch.dtype'] = _DtypeTable({
+    'fp32': 'float32',
+    'float32': 'float32',
+    'bf16': 'bfloat16',
+    'bfloat16': 'bfloat16',
+    'fp16': 'float16',
+    'float16': 'float16',
+})
 
 RopeDtype = Literal['bf16', 'fp32']
 #: Precisions of Sapiens2's RoPE tables (official: bf16, even in fp32 models).
-ROPE_DTYPES: Dict[str, torch.dtype] = {
-    'bf16': torch.bfloat16,
-    'fp32': torch.float32
-}
+ROPE_DTYPES: Mapping[str, 'torch.dtype'] = _DtypeTable({
+    'bf16': 'bfloat16',
+    'fp32': 'float32'
+})
 
 
-def resolve_dtype(dtype: Any, argument: str = 'dtype') -> torch.dtype:
+def resolve_dtype(dtype: Any, argument: str = 'dtype') -> 'torch.dtype':
     """``dtype`` (a name of :data:`DTYPES` or a ``torch.dtype``) as a
     ``torch.dtype``.
 
@@ -76,6 +114,7 @@ def resolve_dtype(dtype: Any, argument: str = 'dtype') -> torch.dtype:
         ValueError: An unknown name or dtype; the message names
             ``argument`` and the accepted names.
     """
+    import torch
     if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
         return dtype
     if isinstance(dtype, str) and dtype in DTYPES:
@@ -90,8 +129,8 @@ def task_of_config(cfg: Mapping) -> str:
 
     ``TopdownPoseEstimator`` (and ``Sapiens2TopdownPoseEstimator``) is pose,
     ``EncoderDecoder`` is seg, ``SapiensDenseEstimator`` (depth / normal)
-    and ``Sapiens2DenseEstimator`` (normal / pointmap / albedo) are their
-    ``task``.
+    and ``Sapiens2DenseEstimator`` (normal / pointmap / albedo / matting)
+    are their ``task``.
 
     Raises:
         ValueError: Another model type, or a task outside :data:`TASKS`.
@@ -114,7 +153,7 @@ def task_of_config(cfg: Mapping) -> str:
             f'Config model type {model_type!r} is not a Sapiens task model; '
             'expected TopdownPoseEstimator (pose), EncoderDecoder (seg), '
             'SapiensDenseEstimator (depth / normal) or Sapiens2DenseEstimator '
-            '(normal / pointmap / albedo).')
+            '(normal / pointmap / albedo / matting).')
     if task not in TASKS:
         raise ValueError(f'Config model task {task!r} is not one of '
                          f'{", ".join(TASKS)}.')

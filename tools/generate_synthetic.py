@@ -51,6 +51,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--workers', type=int, default=0,
                         help='worker processes, 0 = render in this process '
                         '(default: 0); the files do not depend on it')
+    parser.add_argument('--matting', action='store_true',
+                        help='soft-edged people plus alphas/, fgs/ and bgs/ '
+                        'folders (matting ground truth)')
     parser.add_argument('--no-progress', action='store_true',
                         help='hide the progress bar')
     args = parser.parse_args(argv)
@@ -74,7 +77,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                            seed=args.seed, size=(args.height, args.width),
                            max_people=args.max_people,
                            num_workers=args.workers,
-                           progress=not args.no_progress)
+                           progress=not args.no_progress,
+                           matting=args.matting)
     n = args.num_train + args.num_val
     dt = time.perf_counter() - start
     print(f'wrote {n} images ({counts["train"]} train / {counts["val"]} val '

@@ -120,6 +120,10 @@ def init_model(config: ConfigType,
     if checkpoint is not None:
         # the checkpoint holds the backbone: no pretrained init needed
         cfg.model.backbone.init_cfg = None
+    if task == 'matting' and checkpoint is not None:
+        # The released matting head's widths are not documented: build the
+        # head the weights describe (then they load strictly).
+        cfg = _fit_head_widths(cfg, checkpoint)
     meta = state = None
     source = checkpoint if isinstance(checkpoint, str) else 'state dict'
     with DefaultScope.overwrite_default_scope(TASK_SCOPES[task]):
@@ -157,6 +161,41 @@ def init_model(config: ConfigType,
     model.dataset_meta = dict(meta) if isinstance(
         meta, dict) and meta else dataset_meta_of_config(cfg)
     return model.to(device).eval()
+
+
+def _fit_head_widths(cfg: Config,
+                     checkpoint: Union[str, Mapping[str, torch.Tensor]]
+                     ) -> Config:
+    """``cfg`` with the decode head's channel plan read from the tensor
+    shapes of ``checkpoint`` (a safetensors file: its header only; another
+    file is read; a state dict), logged when it differs from the
+    config's."""
+    from sapiens_mm.checkpoint import get_state_dict, load_file
+    from sapiens_mm.checkpoint.safetensors_io import (is_safetensors_file,
+                                                      safetensors_shapes)
+    from sapiens_mm.models.heads import Sapiens2DenseHead
+    source = checkpoint if isinstance(checkpoint, str) else 'state dict'
+    if not isinstance(checkpoint, str):
+        shapes = {k: tuple(v.shape) for k, v in checkpoint.items()}
+    elif is_safetensors_file(checkpoint):
+        shapes = safetensors_shapes(checkpoint)
+    else:
+        shapes = {k: tuple(v.shape) for k, v in get_state_dict(
+            load_file(checkpoint)).items()}
+    found = Sapiens2DenseHead.channels_of_state_dict(shapes)
+    head = cfg.model.decode_head
+    if found is None:
+        return cfg
+    current = dict(
+        upsample_channels=tuple(head.get('upsample_channels', ())),
+        conv_out_channels=tuple(head.get('conv_out_channels', ())))
+    if current != found:
+        print_log(
+            f'{source}: head widths {found} (from its tensor shapes) differ '
+            f'from the config\'s {current}; building the head the weights '
+            'describe.', logger='current')
+        head.update(found)
+    return cfg
 
 
 def _check_dataset_meta(meta: dict, model: nn.Module, task: str,
@@ -293,7 +332,8 @@ def set_input_size(cfg: Config,
             loader = cfg.get(key)
             for t in (loader.dataset.pipeline if loader else []):
                 name = _step_name(t)
-                if name in ('RandomResize', 'Resize', 'AreaCubicResize'):
+                if name in ('RandomResize', 'Resize', 'AreaCubicResize',
+                            'MattingResize'):
                     t['scale'] = (w, h)
                 elif name == 'ResizePadImage':
                     t['size'] = (h, w)

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional
 import torch
 
 __all__ = ['SAFETENSORS_SUFFIX', 'is_safetensors_file', 'load_safetensors',
-           'save_safetensors']
+           'save_safetensors', 'safetensors_shapes']
 
 SAFETENSORS_SUFFIX = '.safetensors'
 #: Header size sanity bound (the format allows up to 100 MB).
@@ -75,6 +75,32 @@ def load_safetensors(path: str,
         raise ValueError(f'Cannot read safetensors file {path}: {e}. Is the '
                          'download complete?') from None
     return OrderedDict(tensors)
+
+
+def safetensors_shapes(path: str) -> Dict[str, tuple]:
+    """The shape of every tensor of a safetensors file, from its header
+    alone (no tensor is read).
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: The header is not a valid safetensors header.
+    """
+    path = osp.expanduser(str(path))
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'Checkpoint file not found: {path}')
+    with open(path, 'rb') as f:
+        head = f.read(8)
+        n = struct.unpack('<Q', head)[0] if len(head) == 8 else 0
+        if not 0 < n <= min(_MAX_HEADER, osp.getsize(path) - 8):
+            raise ValueError(f'{path} is not a safetensors file (bad header '
+                             'length). Is the download complete?')
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f'{path}: unreadable safetensors header ({e}).'
+                             ) from None
+    return {k: tuple(v['shape']) for k, v in header.items()
+            if k != '__metadata__' and isinstance(v, dict) and 'shape' in v}
 
 
 def save_safetensors(state_dict: Dict[str, torch.Tensor], path: str,

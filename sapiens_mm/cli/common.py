@@ -6,10 +6,44 @@ program with one line on stderr that says what is wrong, and exit code 1;
 the Python traceback is shown only with ``--debug``.
 """
 import argparse
+import contextlib
 import sys
+import warnings
 from typing import Any, Callable, List, Optional, Sequence
 
-__all__ = ['add_debug_argument', 'one_line', 'run_cli']
+__all__ = [
+    'add_debug_argument', 'one_line', 'run_cli', 'THIRD_PARTY_WARNINGS',
+    'hide_third_party_warnings', 'third_party_warnings'
+]
+
+#: Warnings of other packages a command line does not show without
+#: ``--verbose``, by the module that issues them: mmseg's ``build_loss``
+#: deprecation (every dense model build), mmpose's note that it found a
+#: dataset metainfo file in its own package, and the deprecation of
+#: ``pkg_resources`` (imported by mmengine).
+THIRD_PARTY_WARNINGS = (
+    (UserWarning, r'mmseg\.models\.builder'),
+    (UserWarning, r'mmpose\.datasets\.datasets\.utils'),
+    (UserWarning, r'mmengine\.utils\.package_utils'),
+    (DeprecationWarning, r'pkg_resources'),
+)
+
+
+def hide_third_party_warnings() -> None:
+    """Add filters that hide the :data:`THIRD_PARTY_WARNINGS` (for a command
+    line process; library code leaves the filters alone)."""
+    for category, module in THIRD_PARTY_WARNINGS:
+        warnings.filterwarnings('ignore', category=category, module=module)
+
+
+@contextlib.contextmanager
+def third_party_warnings(verbose: bool):
+    """Within: the :data:`THIRD_PARTY_WARNINGS` hidden unless ``verbose``;
+    the warning filters are restored on exit."""
+    with warnings.catch_warnings():
+        if not verbose:
+            hide_third_party_warnings()
+        yield
 
 #: Exception types whose message is written for users: shown without the
 #: type name.

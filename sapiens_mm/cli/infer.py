@@ -6,11 +6,15 @@ to an argument of the inferencer (constructor or call).
 import argparse
 import json
 import os.path as osp
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 from sapiens_mm.tasks import CLI_TASKS
+from sapiens_mm.utils.sharded_names import LAUNCHERS, MANIFEST_DIR
 
-__all__ = ['build_parser', 'models_from_args', 'main', 'cli']
+__all__ = [
+    'build_parser', 'models_from_args', 'is_sharded', 'main', 'main_sharded',
+    'cli'
+]
 
 def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     """The argument parser of the inference CLI."""
@@ -19,7 +23,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             'Run Sapiens pose / body-part segmentation / depth / normal '
-            'models (and Sapiens2 pointmap / albedo models) on images, '
+            'models (and Sapiens2 pointmap / albedo / matting models) on '
+            'images, '
             'folders, videos or a webcam.'),
         epilog=(
             'Models: released models by name (--pose sapiens2-pose-0.4b, '
@@ -34,17 +39,37 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'An exported .onnx / .pt2 '
             'file (tools/deploy/export.py) works as a checkpoint: its task '
             'and config are read from the file; it runs in fp32.\n\n'
-            'Outputs in OUT_DIR/<task>/: <name>.json (pose, COCO-style), '
+            'Boxes are x1, y1, x2, y2 in pixels everywhere: --bboxes takes '
+            'them so and the pose JSON writes them so (its bbox_format: '
+            'xyxy).\n\n'
+            'Outputs in OUT_DIR/<task>/: <name>.json (pose, COCO-like, '
+            'boxes xyxy), '
             '<name>.npy (seg labels, depth, normals at the input resolution; '
             'depth/normals are NaN outside the person when seg runs) and '
             '<name>.png; Sapiens2 pointmaps also <name>.npy (H, W, 3) metric '
             'XYZ and <name>.ply (coloured point cloud); for videos per-frame '
-            'files in <name>/ and <name>.mp4. Inputs with the same name get '
+            'files in <name>/ and <name>.mp4. Sapiens2 matting writes '
+            '<name>.npy (H, W, 4: pre-multiplied RGB, alpha), '
+            '<name>_alpha.png (--alpha-bits), <name>_rgba.png (cut-out) and '
+            'a composite onto --background (a green-screen .mp4 for '
+            'videos). Inputs with the same name get '
             '<name>_1, <name>_2...; OUT_DIR/outputs.json maps every input to '
             'its files. Files are written atomically; unreadable or '
             'truncated images are skipped with a message, and a run where '
             'every input fails exits with an error. --export-format adds '
             'OUT_DIR/pose_<format>/<name>.json, --save-mask OUT_DIR/mask/.'
+            '\n\n'
+            'At scale (a list file or glob input, --launcher pytorch / '
+            'slurm, --coco-results, --overwrite, or an --out-dir holding such '
+            'a run): '
+            'the inputs are streamed and split across the processes; each '
+            'input is recorded in OUT_DIR/manifests/ as soon as its files are '
+            'written, then in OUT_DIR/manifest.jsonl (merged; instead of '
+            'outputs.json) and '
+            'OUT_DIR/summary.json; running the same command again resumes '
+            '(with any number of processes). SIGTERM stops after the current '
+            'batch with exit code 75 (requeue to resume). Launchers: '
+            'tools/dist_infer.sh, tools/slurm_infer.sh; see docs/scale.md.'
             '\n\n'
             'Example:\n  python -m sapiens_mm photo.jpg --pose '
             'sapiens2-pose-0.4b --seg sapiens2-seg-0.4b --detector rtmdet-m'
@@ -56,8 +81,10 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'sapiens2_0.4b_pointmap.safetensors --out-dir outputs'))
     p.add_argument(
         'inputs', nargs='+',
-        help='image, video or folder paths, or a webcam index (0, webcam, '
-        'webcam:1)')
+        help='image, video or folder paths, a webcam index (0, webcam, '
+        'webcam:1), a list file (.txt / .lst: one path per line, relative '
+        'to the list\'s folder; .jsonl: {"path": ...} per line) or a '
+        'quoted glob ("data/**/*.jpg")')
     p.add_argument('--out-dir', default='outputs',
                    help='output folder (default: %(default)s)')
     m = p.add_argument_group('models')
@@ -98,14 +125,15 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     r.add_argument('--max-frames', type=int, default=None,
                    help='read at most this many frames of each video / '
                    'webcam')
-    d = p.add_argument_group('person boxes (pose)')
+    d = p.add_argument_group('person boxes (pose; x1, y1, x2, y2 pixels)')
     d.add_argument('--detector', choices=('hog', 'haar', 'none',
                                           'rtmdet-m'),
                    default='hog', help='person detector, used when '
                    '--det-model is not given: built-in OpenCV (hog, haar; no '
                    'download), or rtmdet-m, the official Sapiens RTMDet-m '
                    'person detector (mmdet; downloaded once) (default: '
-                   '%(default)s); with no detection the whole image is used')
+                   '%(default)s); when it finds no one the whole image is '
+                   'used (see --no-whole-image-fallback)')
     # mmpose's inferencer_demo.py names; the older spellings still work
     d.add_argument('--det-model', '--det-config', dest='det_model',
                    default=None,
@@ -121,6 +149,10 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='detector score threshold (default: %(default)s)')
     d.add_argument('--nms-thr', type=float, default=0.3,
                    help='box NMS IoU threshold (default: %(default)s)')
+    d.add_argument('--no-whole-image-fallback', action='store_true',
+                   help='when the detector finds no one in an image, give '
+                   'it no pose (by default pose runs on the whole image as '
+                   'one person, said once per run)')
     d.add_argument('--bboxes', default=None,
                    help='person boxes used for every input instead of the '
                    'detector: a JSON file or string with [[x1, y1, x2, y2'
@@ -136,7 +168,10 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     v.add_argument('--det-interval', type=int, default=1, metavar='N',
                    help='run the person detector every N frames; between '
                    'them the boxes come from the previous frame\'s '
-                   'keypoints (default: %(default)s)')
+                   'keypoints, at least a quarter of the size of each '
+                   'person\'s '
+                   'last detected box (the detector runs when one '
+                   'degenerates; default: %(default)s)')
     v.add_argument('--min-cutoff', type=float, default=4.0,
                    help='One-Euro cutoff at rest, Hz; lower smooths more '
                    '(default: %(default)s)')
@@ -153,6 +188,13 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     v.add_argument('--stabilize-alpha', type=float, default=0.5,
                    help='weight of the new frame in that average '
                    '(default: %(default)s)')
+    v.add_argument('--stabilize-matting', action='store_true',
+                   help='smooth the matting alpha over time (flicker '
+                   'averaged, movement followed)')
+    v.add_argument('--stabilize-pointmap-scale', action='store_true',
+                   help='bring the pointmaps to a temporally smooth scale; '
+                   'each frame\'s measured and applied scale go to '
+                   'pointmap/<name>/<frame>_scale.json')
     o = p.add_argument_group('outputs')
     o.add_argument('--kpt-thr', type=float, default=0.3,
                    help='keypoints below this score are not drawn '
@@ -168,7 +210,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     o.add_argument('--wait-time', type=int, default=1,
                    help='ms to wait per shown frame (default: %(default)s)')
     o.add_argument('--no-progress', action='store_true',
-                   help='no progress bar')
+                   help='no progress bar (a sharded run: no progress '
+                   'lines)')
     o.add_argument('--skeleton-style', choices=('mmpose', 'openpose'),
                    default='mmpose',
                    help='pose drawing: over the image in the layout\'s '
@@ -180,12 +223,47 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='also write the pose in these keypoint formats: '
                    'coco17, coco_wholebody, openpose (OpenPose JSON, as '
                    'ControlNet tools read) to OUT_DIR/pose_<format>/')
+    o.add_argument('--mask-with', choices=('matting', 'seg'),
+                   default=None,
+                   help='what masks depth / normal / pointmap / albedo '
+                   'outside the person (NaN in the arrays, black in the '
+                   'images, soft with matting); default: matting when a '
+                   'matting model runs, else seg when a seg model runs')
+    o.add_argument('--background', default=None, metavar='COLOR|IMAGE',
+                   help='what the matting composite puts behind the person: '
+                   'a colour (green, white, #RRGGBB, R,G,B) or an image '
+                   'file (default: green screen)')
+    o.add_argument('--alpha-bits', type=int, choices=(8, 16), default=8,
+                   help='bit depth of the matting alpha PNGs (default: '
+                   '%(default)s)')
     o.add_argument('--save-mask', action='store_true',
                    help='write the person foreground from seg: OUT_DIR/mask/'
                    '<name>.png (soft mask), <name>_rgba.png (cut-out) and '
                    '<name>_person<i>.png per pose box')
+    c = p.add_argument_group('at scale (sharded, resumable runs)')
+    c.add_argument('--launcher', choices=LAUNCHERS, default='none',
+                   help='how the processes were started: none (one '
+                   'process), pytorch (torchrun, tools/dist_infer.sh) or '
+                   'slurm (srun, tools/slurm_infer.sh) (default: '
+                   '%(default)s)')
+    c.add_argument('--overwrite', action='store_true',
+                   help='redo every input of a sharded run (by default a '
+                   'run over the same --out-dir skips the inputs already '
+                   'done)')
+    c.add_argument('--coco-results', metavar='FILE', default=None,
+                   help='at the end, write the COCO keypoint results of '
+                   'all images (COCO-17 layout; for pycocotools\' loadRes '
+                   'and COCOeval)')
+    c.add_argument('--progress-interval', type=float, default=30.0,
+                   metavar='S', help='seconds between the one-line progress '
+                   'summaries of a sharded run, 0 for none (default: '
+                   '%(default)s)')
     from sapiens_mm.cli import add_debug_argument
     add_debug_argument(p)
+    p.add_argument('--verbose', action='store_true',
+                   help='also show the warnings of the OpenMMLab packages '
+                   '(deprecations and notes that do not concern the run; '
+                   'hidden by default)')
     return p
 
 
@@ -205,14 +283,22 @@ def models_from_args(args: argparse.Namespace) -> dict:
     for ckpt in args.checkpoints:
         task = task_of_checkpoint(ckpt)
         if task in models:
+            given = models[task]['checkpoint'] or models[task]['config']
             raise ValueError(f'Two {task} models given ({ckpt} and '
-                             f'{models[task]}); keep one.')
+                             f'{given}); keep one.')
         models[task] = dict(config=None, checkpoint=ckpt)
     if not models:
         raise ValueError('No model given: use --checkpoints CKPT [CKPT ...] '
                          'or --pose/--seg/--depth/--normal/--pointmap/'
-                         '--albedo CKPT (and/or '
+                         '--albedo/--matting CKPT (and/or '
                          '--<task>-config CFG).')
+    missing = [t for t in (args.tasks or ()) if t not in models]
+    if missing:
+        flags = ' / '.join(f'--{t} CKPT' for t in missing)
+        raise ValueError(
+            f'--tasks {" ".join(args.tasks)} asks for {", ".join(missing)} '
+            f'but no {" / ".join(missing)} model was given: add {flags} '
+            '(or the file to --checkpoints), or drop it from --tasks.')
     return models
 
 
@@ -234,23 +320,19 @@ def _load_bboxes(text: Optional[str]):
                          ) from None
 
 
-def main(argv: Optional[Sequence[str]] = None,
-         prog: Optional[str] = None) -> List[dict]:
-    """Parse ``argv``, run the inferencer, report what was written.
+def is_sharded(args: argparse.Namespace) -> bool:
+    """Whether the parsed command runs sharded (:func:`main_sharded`): a
+    list file or glob input, a launcher, ``--coco-results``,
+    ``--overwrite``, or an ``--out-dir`` that holds a sharded run."""
+    from sapiens_mm.apis.inferencers.utils import is_glob, is_list_file
+    return (args.launcher != 'none' or args.coco_results is not None
+            or args.overwrite
+            or any(is_list_file(x) or is_glob(x) for x in args.inputs)
+            or osp.isfile(osp.join(args.out_dir, MANIFEST_DIR, 'run.json')))
 
-    Returns:
-        The per-frame results without their arrays (``input``, ``name``,
-        ``frame_index``, ``pred_files``, ``vis_files``, ``nonfinite``), also
-        written to ``OUT_DIR/outputs.json``.
 
-    Raises:
-        RuntimeError: No input could be processed (each was skipped).
-    """
-    args = build_parser(prog).parse_args(argv)
-    from mmengine.logging import print_log
-
-    from sapiens_mm.apis.inferencers import SapiensInferencer
-    bboxes = _load_bboxes(args.bboxes)
+def _models(args: argparse.Namespace) -> dict:
+    """:func:`models_from_args`, and ``--trust-pt2`` recorded for them."""
     models = models_from_args(args)
     if args.trust_pt2:
         pt2 = [spec['checkpoint'] for spec in models.values()
@@ -260,14 +342,17 @@ def main(argv: Optional[Sequence[str]] = None,
         from sapiens_mm.deploy import trust_exported_program
         for path in pt2:
             trust_exported_program(path)
-    if not (args.no_save_pred and args.no_save_vis):
-        # before any model is built or run
-        from sapiens_mm.engine.fileio import ensure_writable_dir
-        ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
-    inferencer = SapiensInferencer(
+    return models
+
+
+def _build_inferencer(args: argparse.Namespace, models: dict,
+                      device: Optional[str]):
+    """The inferencer of the parsed options, on ``device``."""
+    from sapiens_mm.apis.inferencers import SapiensInferencer
+    return SapiensInferencer(
         models=models,
         tasks=args.tasks,
-        device=args.device,
+        device=device,
         batch_size=args.batch_size,
         dtype=args.dtype,
         compile=args.compile,
@@ -284,7 +369,57 @@ def main(argv: Optional[Sequence[str]] = None,
         tracker_cfg=dict(min_cutoff=args.min_cutoff, beta=args.beta,
                          d_cutoff=args.d_cutoff),
         stabilize_dense=args.stabilize_dense,
-        stabilize_alpha=args.stabilize_alpha)
+        stabilize_alpha=args.stabilize_alpha,
+        mask_with=args.mask_with,
+        stabilize_matting=args.stabilize_matting,
+        stabilize_pointmap_scale=args.stabilize_pointmap_scale,
+        whole_image_fallback=not args.no_whole_image_fallback)
+
+
+def main(argv: Optional[Sequence[str]] = None,
+         prog: Optional[str] = None) -> Union[List[dict], dict, None]:
+    """Parse ``argv``, run the inferencer, report what was written.
+
+    Returns:
+        The per-frame results without their arrays (``input``, ``name``,
+        ``frame_index``, ``pred_files``, ``vis_files``, ``nonfinite``), also
+        written to ``OUT_DIR/outputs.json``; for a sharded run
+        (:func:`is_sharded`), what :func:`main_sharded` returns.
+
+    Raises:
+        RuntimeError: No input could be processed (each was skipped).
+    """
+    args = build_parser(prog).parse_args(argv)
+    from sapiens_mm.cli.common import third_party_warnings
+    with third_party_warnings(args.verbose):
+        if is_sharded(args):
+            return main_sharded(args)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> List[dict]:
+    """:func:`main` after parsing, in one process."""
+    if args.show:  # before any model loads: Qt aborts without a display
+        from sapiens_mm.apis.inferencers.utils.display import display_problem
+        problem = display_problem()
+        if problem:
+            raise RuntimeError(
+                f'--show needs a window, but {problem}. Run without --show: '
+                f'the results are written to --out-dir ({args.out_dir}).')
+    from mmengine.logging import print_log
+
+    from sapiens_mm.zoo import ConfigMismatchError
+    bboxes = _load_bboxes(args.bboxes)
+    models = _models(args)
+    if not (args.no_save_pred and args.no_save_vis):
+        # before any model is built or run
+        from sapiens_mm.engine.fileio import ensure_writable_dir
+        ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
+    try:
+        inferencer = _build_inferencer(args, models, args.device)
+    except ConfigMismatchError as e:
+        raise ValueError(e.explain(
+            f'--{e.task}-config CFG --{e.task} {e.checkpoint}')) from None
     inputs = [int(x) if x.isdigit() and not osp.exists(x) else x
               for x in args.inputs]
     summary = []
@@ -301,7 +436,9 @@ def main(argv: Optional[Sequence[str]] = None,
             show_progress=not args.no_progress,
             skeleton_style=args.skeleton_style,
             export_formats=args.export_format,
-            save_mask=args.save_mask):
+            save_mask=args.save_mask,
+            background=args.background,
+            alpha_bits=args.alpha_bits):
         summary.append({
             k: result[k]
             for k in ('input', 'name', 'frame_index', 'pred_files',
@@ -329,6 +466,96 @@ def main(argv: Optional[Sequence[str]] = None,
             f'skipped{": " + reasons if reasons else ""}'
             f'{"; ..." if len(inferencer.skipped) > 3 else ""}).')
     return summary
+
+
+def main_sharded(args: argparse.Namespace) -> Optional[dict]:
+    """The sharded, resumable run of a parsed command
+    (:func:`~sapiens_mm.apis.inferencers.infer_sharded`): this process's
+    share of the inputs, then on rank 0 the merged manifest, the summary
+    and ``--coco-results``.
+
+    Returns:
+        The summary (``summary.json``) on rank 0, None on the other ranks.
+
+    Raises:
+        SystemExit: With :data:`~sapiens_mm.engine.sharded.REQUEUE_EXIT_CODE`
+            when SIGTERM stopped the run (the manifests are flushed; run the
+            same command again to resume).
+        ValueError: An option a sharded run cannot take, or an ``--out-dir``
+            holding a run with other options (without ``--overwrite``).
+    """
+    from mmengine.logging import print_log
+
+    from sapiens_mm.apis.inferencers import infer_sharded, write_coco_keypoint_results
+    from sapiens_mm.engine.fileio import ensure_writable_dir
+    from sapiens_mm.engine.sharded import (
+        REQUEUE_EXIT_CODE,
+        RunStopped,
+        init_distributed,
+        local_device,
+    )
+    if args.show:
+        raise ValueError('--show is for one process; a sharded run writes '
+                         'its outputs to --out-dir.')
+    if args.no_save_pred and args.no_save_vis:
+        raise ValueError('A sharded run writes its outputs to --out-dir: '
+                         'drop --no-save-pred or --no-save-vis.')
+    if args.coco_results and args.no_save_pred:
+        raise ValueError('--coco-results is made from the pose .json files: '
+                         'drop --no-save-pred.')
+    bboxes = _load_bboxes(args.bboxes)
+    if bboxes is not None and len(bboxes) and isinstance(
+            bboxes[0], (list, tuple)) and bboxes[0] and isinstance(
+                bboxes[0][0], (list, tuple)):
+        raise ValueError('In a sharded run --bboxes gives the boxes of every '
+                         'input: [[x1, y1, x2, y2], ...], not one list per '
+                         'input.')
+    models = _models(args)
+    ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
+    rank, world_size = init_distributed(args.launcher)
+    device = args.device
+    if args.launcher != 'none' and device in (None, 'cuda'):
+        device = local_device()  # one process per GPU
+    inferencer = _build_inferencer(args, models, device)
+    stream_kwargs = dict(
+        bboxes=bboxes, no_save_pred=args.no_save_pred,
+        no_save_vis=args.no_save_vis, draw_bbox=not args.no_draw_bbox,
+        max_frames=args.max_frames, skeleton_style=args.skeleton_style,
+        export_formats=args.export_format, save_mask=args.save_mask,
+        background=args.background, alpha_bits=args.alpha_bits)
+    # What decides the output files: a resumed run must use the same.
+    options = dict(
+        models={t: models[t] for t in sorted(models)},
+        tasks=list(inferencer.tasks), dtype=args.dtype,
+        detector=[args.detector, args.det_model, args.det_weights,
+                  args.det_cat_ids, args.bbox_thr, args.nms_thr],
+        kpt_thr=args.kpt_thr, track=[not args.no_track, not args.no_smooth,
+                                     args.det_interval, args.min_cutoff,
+                                     args.beta, args.d_cutoff],
+        stabilize=[args.stabilize_dense, args.stabilize_alpha,
+                   args.stabilize_matting, args.stabilize_pointmap_scale],
+        mask_with=args.mask_with,
+        **{k: v for k, v in stream_kwargs.items()})
+    try:
+        summary = infer_sharded(inferencer, args.inputs, args.out_dir,
+                                options, rank, world_size, args.overwrite,
+                                0 if args.no_progress else
+                                args.progress_interval, **stream_kwargs)
+        if summary is not None and args.coco_results:
+            n = write_coco_keypoint_results(args.out_dir, args.coco_results)
+            print_log(f'{args.coco_results}: {n} COCO keypoint results.',
+                      logger='current')
+        return summary
+    except RunStopped:
+        print_log(f'Rank {rank} stopped by SIGTERM; its manifest is flushed. '
+                  f'Exit code {REQUEUE_EXIT_CODE}: run the same command '
+                  'again (or requeue the job) to resume.', logger='current',
+                  level=30)
+        raise SystemExit(REQUEUE_EXIT_CODE) from None
+    finally:
+        import torch.distributed as dist
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def cli(argv: Optional[Sequence[str]] = None,

@@ -14,8 +14,17 @@ from .depth_folder_dataset import DepthFolderDataset  # noqa: E402
 from .normal_folder_dataset import NormalFolderDataset  # noqa: E402
 from .pointmap_folder_dataset import PointmapFolderDataset  # noqa: E402
 from .albedo_folder_dataset import AlbedoFolderDataset  # noqa: E402
+from .matting_folder_dataset import MattingFolderDataset  # noqa: E402
 __all__ += ['DenseFolderDataset', 'DepthFolderDataset', 'NormalFolderDataset',
-            'PointmapFolderDataset', 'AlbedoFolderDataset']
+            'PointmapFolderDataset', 'AlbedoFolderDataset',
+            'MattingFolderDataset']
+from .coco_annotations import (  # noqa: E402
+    AnnotationFileError, CheckedCocoAnnotationsMixin, CheckedCocoDataset,
+    CheckedCocoWholeBodyDataset, check_coco_keypoint_annotations,
+    check_detection_results)
+__all__ += ['AnnotationFileError', 'CheckedCocoAnnotationsMixin',
+            'CheckedCocoDataset', 'CheckedCocoWholeBodyDataset',
+            'check_coco_keypoint_annotations', 'check_detection_results']
 from .goliath_dataset import GoliathDataset  # noqa: E402
 from .metainfo_goliath import (  # noqa: E402
     GOLIATH_GROUPS, coco_wholebody_to_goliath, goliath_keypoint_groups,

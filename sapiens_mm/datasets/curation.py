@@ -20,6 +20,10 @@ defaults for the two thresholds:
   cascade windows (not a probability) and its box the face box, hence its
   own defaults: at least 15 votes and a face at least 64 px wide.
 
+At scale, :func:`sapiens_mm.engine.sharded.curate_images_sharded` splits
+the folder across the processes of a ``torchrun`` / SLURM job and writes the
+same ``manifest.txt``.
+
 Resuming: every decision is appended to ``decisions.jsonl`` (with the
 detections themselves) as soon as it is made. A second run reads it, runs
 the detector only on images it has not seen, and re-applies the current
@@ -45,6 +49,7 @@ from sapiens_mm.utils.image_io import (
 
 __all__ = [
     'Detection', 'detect', 'CurationReport', 'curate_images',
+    'curation_settings', 'is_kept', 'decide', 'write_curation_outputs',
     'MANIFEST_NAME', 'DECISIONS_NAME', 'REPORT_NAME', 'META_NAME'
 ]
 
@@ -124,11 +129,32 @@ class CurationReport:
                 f'manifest: {self.manifest}')
 
 
-def _is_kept(dets: Sequence[Sequence[float]], score_thr: float,
-             min_box_size: float) -> bool:
+def is_kept(dets: Sequence[Sequence[float]], score_thr: float,
+            min_box_size: float) -> bool:
+    """Whether stored detections (``[x1, y1, x2, y2, score]``) keep their
+    image: one with ``score >= score_thr`` and a box of at least
+    ``min_box_size`` pixels."""
     return any(
         d[4] >= score_thr and Detection(tuple(d[:4]), d[4]).size >=
         min_box_size for d in dets)
+
+
+def curation_settings(
+        detector: Optional[Callable], score_thr: Optional[float],
+        min_box_size: Optional[float]) -> Tuple[Callable, float, float, dict]:
+    """The detector (default: the OpenCV face detector), the thresholds
+    (default: the detector's) and the detector's description."""
+    detector = detector if detector is not None else OpenCVFaceDetector()
+    if score_thr is None:
+        score_thr = float(getattr(detector, 'default_score_thr',
+                                  MMDetPersonDetector.default_score_thr))
+    if min_box_size is None:
+        min_box_size = float(
+            getattr(detector, 'default_min_box_size',
+                    MMDetPersonDetector.default_min_box_size))
+    desc = detector.describe() if hasattr(detector, 'describe') else dict(
+        name=type(detector).__name__)
+    return detector, score_thr, min_box_size, desc
 
 
 def _read_decisions(path: str) -> Dict[str, dict]:
@@ -148,6 +174,21 @@ def _read_decisions(path: str) -> Dict[str, dict]:
                 print_log(f'{path}:{n}: ignoring an incomplete record.',
                           logger='current', level=30)
     return decisions
+
+
+def decide(detector: Callable, path: str) -> dict:
+    """Run the detector on one image: ``status='decided'`` with its
+    ``detections`` (``[x1, y1, x2, y2, score]``, the best
+    :data:`MAX_STORED_DETECTIONS`), ``height`` and ``width``; or
+    ``status='unreadable'`` with the ``error``."""
+    try:
+        img = read_image(path)
+    except UnreadableImageError as e:
+        return dict(status='unreadable', error=str(e))
+    stored = [[round(v, 2) for v in d.bbox] + [float(d.score)]
+              for d in detect(detector, img)[:MAX_STORED_DETECTIONS]]
+    return dict(status='decided', detections=stored,
+                height=int(img.shape[0]), width=int(img.shape[1]))
 
 
 def curate_images(root: str,
@@ -185,20 +226,12 @@ def curate_images(root: str,
         ValueError: ``out_dir`` holds decisions of a different detector
             (use another ``out_dir`` or ``restart=True``).
     """
-    detector = detector if detector is not None else OpenCVFaceDetector()
-    if score_thr is None:
-        score_thr = float(getattr(detector, 'default_score_thr',
-                                  MMDetPersonDetector.default_score_thr))
-    if min_box_size is None:
-        min_box_size = float(
-            getattr(detector, 'default_min_box_size',
-                    MMDetPersonDetector.default_min_box_size))
+    detector, score_thr, min_box_size, desc = curation_settings(
+        detector, score_thr, min_box_size)
     out_dir = out_dir or osp.join(root, 'curation')
     os.makedirs(out_dir, exist_ok=True)
     dec_path = osp.join(out_dir, DECISIONS_NAME)
     meta_path = osp.join(out_dir, META_NAME)
-    desc = detector.describe() if hasattr(detector, 'describe') else dict(
-        name=type(detector).__name__)
 
     if restart and osp.exists(dec_path):
         os.remove(dec_path)
@@ -236,25 +269,14 @@ def curate_images(root: str,
                    dynamic_ncols=True)
         new_kept = new_unreadable = 0
         for rel in bar:
-            try:
-                img = read_image(osp.join(root, rel))
-            except UnreadableImageError as e:
-                rec = dict(path=rel, status='unreadable', error=str(e))
-            else:
-                dets = detect(detector, img)
-                stored = [
-                    [round(v, 2) for v in d.bbox] + [float(d.score)]
-                    for d in dets[:MAX_STORED_DETECTIONS]
-                ]
-                rec = dict(path=rel, status='decided', detections=stored,
-                           height=int(img.shape[0]), width=int(img.shape[1]))
+            rec = dict(path=rel, **decide(detector, osp.join(root, rel)))
             out.write(json.dumps(rec) + '\n')
             out.flush()
             decisions[rel] = rec
             report.detected += 1
             if rec['status'] == 'unreadable':
                 new_unreadable += 1
-            elif _is_kept(rec['detections'], score_thr, min_box_size):
+            elif is_kept(rec['detections'], score_thr, min_box_size):
                 new_kept += 1
             bar.set_postfix(kept=new_kept, unreadable=new_unreadable,
                             refresh=False)
@@ -264,17 +286,26 @@ def curate_images(root: str,
         rec = decisions[rel]
         if rec['status'] == 'unreadable':
             report.unreadable += 1
-        elif _is_kept(rec.get('detections', []), score_thr, min_box_size):
+        elif is_kept(rec.get('detections', []), score_thr, min_box_size):
             report.kept += 1
             kept.append(rel)
         else:
             report.dropped += 1
+    write_curation_outputs(report, kept, desc, out_dir)
+    return report
+
+
+def write_curation_outputs(report: CurationReport, kept: Sequence[str],
+                           desc: dict, out_dir: str) -> None:
+    """Write ``manifest.txt`` (the kept paths, relative to the scanned
+    folder) and ``report.json``."""
     with open(report.manifest, 'w', encoding='utf-8') as f:
         f.write(f'# sapiens_mm curation manifest: {len(kept)} images kept by '
-                f'{desc.get("name")} (score >= {score_thr}, box >= '
-                f'{min_box_size} px); paths relative to the scanned folder\n')
+                f'{desc.get("name")} (score >= {report.score_thr}, box >= '
+                f'{report.min_box_size} px); paths relative to the scanned '
+                'folder\n')
         f.writelines(p + '\n' for p in kept)
     with open(osp.join(out_dir, REPORT_NAME), 'w', encoding='utf-8') as f:
         json.dump(asdict(report), f, indent=2)
     print_log(report.summary(), logger='current')
-    return report
+

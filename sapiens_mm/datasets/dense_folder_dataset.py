@@ -51,6 +51,11 @@ class DenseFolderDataset(BaseDataset):
             :class:`mmengine.dataset.BaseDataset`.
     """
     REQUIRED_TARGETS: Tuple[str, ...] = ()
+    #: The ``data_prefix`` target keys this dataset accepts.
+    TARGET_KEYS: Tuple[str, ...] = _TARGET_KEYS
+    #: Target keys whose files are images, found with any ``img_suffix``
+    #: (the others have ``target_suffix``).
+    IMAGE_TARGETS: Tuple[str, ...] = ()
 
     def __init__(self,
                  data_root: str = '',
@@ -68,16 +73,18 @@ class DenseFolderDataset(BaseDataset):
         if not data_prefix.get('img_path'):
             raise ValueError('data_prefix needs `img_path`, the image folder '
                              '(e.g. "images").')
-        unknown = set(data_prefix) - {'img_path', 'mask_path', *_TARGET_KEYS}
+        unknown = set(data_prefix) - {'img_path', 'mask_path',
+                                      *self.TARGET_KEYS}
         if unknown:
             raise ValueError(
                 f'Unknown data_prefix keys {sorted(unknown)}; use img_path, '
-                f'mask_path and target folders among {list(_TARGET_KEYS)}.')
-        targets = [k for k in _TARGET_KEYS if data_prefix.get(k)]
+                f'mask_path and target folders among '
+                f'{list(self.TARGET_KEYS)}.')
+        targets = [k for k in self.TARGET_KEYS if data_prefix.get(k)]
         if not targets:
             raise ValueError(f'data_prefix needs a target folder, one of '
-                             f'{list(_TARGET_KEYS)} (e.g. '
-                             'depth_path="depths").')
+                             f'{list(self.TARGET_KEYS)} (e.g. '
+                             f'{self.TARGET_KEYS[0]}="...").')
         for key in self.REQUIRED_TARGETS:
             if not data_prefix.get(key):
                 raise ValueError(f'{type(self).__name__} needs `{key}` in '
@@ -116,7 +123,8 @@ class DenseFolderDataset(BaseDataset):
             raise FileNotFoundError(
                 f'No image with suffix {self.img_suffix} in {img_dir}.')
         folders = {k: self.data_prefix[k] for k in
-                   ('mask_path', *_TARGET_KEYS) if self.data_prefix.get(k)}
+                   ('mask_path', *self.TARGET_KEYS)
+                   if self.data_prefix.get(k)}
         data_list, missing, seen = [], [], {}
         for name in images:
             stem = osp.splitext(name)[0]
@@ -127,12 +135,17 @@ class DenseFolderDataset(BaseDataset):
             seen[stem] = name
             info = dict(img_path=osp.join(img_dir, name), seg_fields=[])
             for key, folder in folders.items():
-                suffix = (self.mask_suffix
-                          if key == 'mask_path' else self.target_suffix)
-                path = osp.join(folder, stem + suffix)
-                if not fileio.exists(path, backend_args=self.backend_args):
-                    missing.append(path)
-                info[key] = path
+                if key in self.IMAGE_TARGETS:
+                    suffixes = self.img_suffix
+                else:
+                    suffixes = (self.mask_suffix if key == 'mask_path' else
+                                self.target_suffix, )
+                paths = [osp.join(folder, stem + s) for s in suffixes]
+                path = next((p for p in paths if fileio.exists(
+                    p, backend_args=self.backend_args)), None)
+                if path is None:
+                    missing.append(paths[0])
+                info[key] = path or paths[0]
             data_list.append(info)
         if missing:
             shown = '\n  '.join(missing[:5])

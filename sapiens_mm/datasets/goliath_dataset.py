@@ -5,6 +5,8 @@ from typing import Optional
 from mmpose.datasets import BaseCocoStyleDataset
 from mmpose.registry import DATASETS
 
+from .coco_annotations import (AnnotationFileError,
+                               CheckedCocoAnnotationsMixin)
 from .metainfo_goliath import (goliath_keypoints_from_annotation,
                                goliath_metainfo)
 
@@ -12,7 +14,7 @@ __all__ = ['GoliathDataset']
 
 
 @DATASETS.register_module()
-class GoliathDataset(BaseCocoStyleDataset):
+class GoliathDataset(CheckedCocoAnnotationsMixin, BaseCocoStyleDataset):
     """Person keypoints in the 308-point Goliath layout, COCO-format JSON.
 
     The annotation file is a COCO keypoint file (``images`` with ``id``,
@@ -35,7 +37,9 @@ class GoliathDataset(BaseCocoStyleDataset):
     needed. Every argument is the one of mmpose's
     :class:`~mmpose.datasets.BaseCocoStyleDataset` (``ann_file``,
     ``data_root``, ``data_prefix=dict(img=...)``, ``bbox_file``,
-    ``data_mode``, ``pipeline``, ``test_mode``, ...).
+    ``data_mode``, ``pipeline``, ``test_mode``, ...). The annotation file
+    is checked as described in
+    :class:`~sapiens_mm.datasets.coco_annotations.CheckedCocoAnnotationsMixin`.
 
     Example:
         >>> dataset = GoliathDataset(
@@ -46,12 +50,17 @@ class GoliathDataset(BaseCocoStyleDataset):
 
     METAINFO: dict = goliath_metainfo()
 
+    def keypoint_layout(self) -> None:
+        """None: 308 ``keypoints`` or the COCO-WholeBody fields, whose
+        counts :func:`goliath_keypoints_from_annotation` checks."""
+        return None
+
     def parse_data_info(self, raw_data_info: dict) -> Optional[dict]:
         """Parse one annotation; COCO-WholeBody ones are mapped to 308.
 
         Raises:
-            ValueError: if the annotation has neither 308 keypoints nor the
-                COCO-WholeBody fields.
+            AnnotationFileError: if the annotation has neither 308 keypoints
+                nor the COCO-WholeBody fields.
         """
         ann = raw_data_info['raw_ann_info']
         if 'bbox' not in ann or 'keypoints' not in ann:
@@ -59,7 +68,7 @@ class GoliathDataset(BaseCocoStyleDataset):
         try:
             keypoints = goliath_keypoints_from_annotation(ann)
         except ValueError as e:
-            raise ValueError(f'{self.ann_file}: {e}') from None
+            raise AnnotationFileError(f'{self.ann_file}: {e}') from None
         ann = copy.copy(ann)
         ann['keypoints'] = keypoints.reshape(-1).tolist()
         ann['num_keypoints'] = int((keypoints[:, 2] > 0).sum())

@@ -4,13 +4,15 @@
 project working on a machine with no downloads and no GPU:
 
 1. render a small synthetic dataset (:mod:`sapiens_mm.datasets.synthetic`)
-   with exact labels for the four tasks;
-2. for pose, body-part segmentation, depth and normals: build the shipped
+   with exact labels for the five tasks (soft-edged people with alpha,
+   foreground and background for matting);
+2. for pose, body-part segmentation, depth, normals and Sapiens2 human
+   matting: build the shipped
    tiny-arch config, point it at the data (:func:`adapt_config`), evaluate
    the untrained model on the held-out split with the task's real metric,
    train it with mmengine's ``Runner`` and evaluate again;
 3. print one table of each metric before and after training;
-4. run :class:`~sapiens_mm.apis.SapiensInferencer` with the four trained
+4. run :class:`~sapiens_mm.apis.SapiensInferencer` with the five trained
    models on held-out images and on a real photograph (scikit-image's
    astronaut) and write the visualisations.
 
@@ -39,8 +41,8 @@ from mmengine.runner import Runner
 from sapiens_mm.apis.inference import set_input_size
 
 __all__ = [
-    'DEMO_TASKS', 'DemoMetric', 'DemoSettings', 'TaskSpec', 'adapt_config',
-    'format_table', 'run_demo'
+    'DEMO_TASKS', 'DEMO_CONFIG_NAME', 'DemoMetric', 'DemoSettings',
+    'TaskSpec', 'adapt_config', 'format_table', 'run_commands', 'run_demo'
 ]
 
 
@@ -73,7 +75,7 @@ class TaskSpec:
     metrics: Tuple[DemoMetric, ...]
 
 
-#: The four tasks, in the order they train.
+#: The tasks, in the order they train.
 DEMO_TASKS: Dict[str, TaskSpec] = {
     # COCO-17 rather than Goliath-308: the same head and codec, but its
     # targets (17 heatmaps instead of 308) are cheap enough to train for a
@@ -97,6 +99,12 @@ DEMO_TASKS: Dict[str, TaskSpec] = {
         DemoMetric('normal/mean', 'normal mean angle', False, ' deg'),
         DemoMetric('normal/within_30', 'normals within 30 deg', True, ' %'),
     )),
+    'matting': TaskSpec(
+        'sapiens2/matting/sapiens2_tiny_matting_gss_p3m_metasim-256x192.py', (
+            DemoMetric('matting/sad', 'matting SAD (thousands)', False),
+            DemoMetric('matting/mse_unknown', 'matting MSE (unknown band)',
+                       False),
+        )),
 }
 
 
@@ -156,12 +164,13 @@ class DemoSettings:
     num_val: int = 40
     image_size: Tuple[int, int] = (256, 192)
     input_sizes: Dict[str, Tuple[int, int]] = field(default_factory=lambda: dict(
-        pose=(192, 144), seg=(128, 96), depth=(128, 96), normal=(128, 96)))
+        pose=(192, 144), seg=(128, 96), depth=(128, 96), normal=(128, 96),
+        matting=(128, 96)))
     max_people: int = 1
     iters: Dict[str, int] = field(default_factory=lambda: dict(
-        pose=2400, seg=300, depth=300, normal=150))
+        pose=2400, seg=300, depth=300, normal=150, matting=150))
     batch_sizes: Dict[str, int] = field(default_factory=lambda: dict(
-        pose=8, seg=8, depth=8, normal=8))
+        pose=8, seg=8, depth=8, normal=8, matting=8))
     lr: float = 2e-3
     seed: int = 0
     tasks: Sequence[str] = tuple(DEMO_TASKS)
@@ -192,10 +201,19 @@ def _lighten_augmentation(cfg: Config) -> None:
     cfg.train_dataloader.dataset.pipeline = pipeline
 
 
+#: File name of each task's config in its work dir.
+DEMO_CONFIG_NAME = 'demo_config.py'
+
+
 def adapt_config(cfg: Config, task: str, data_root: str, work_dir: str,
                  settings: DemoSettings) -> Config:
     """Point a shipped tiny config at the demo data and make it a short,
-    single-process CPU run (see the module docstring for what changes)."""
+    single-process CPU run (see the module docstring for what changes).
+
+    The result is called ``<work_dir>/demo_config.py`` (its ``filename``):
+    the Runner writes it there, the one config of the work dir. Its
+    checkpoints carry it as data
+    (:class:`~sapiens_mm.engine.ConfigDataHook`)."""
     iters = int(settings.iters[task])
     cfg = set_input_size(cfg, settings.input_sizes[task], train=True)
     cfg.work_dir = work_dir
@@ -214,9 +232,9 @@ def adapt_config(cfg: Config, task: str, data_root: str, work_dir: str,
     cfg.test_dataloader = cfg.val_dataloader
     if task == 'pose':
         # The generator writes both skeletons: goliath_308.json for
-        # GoliathDataset, coco_17.json for mmpose's CocoDataset.
-        ann = ('coco_17.json' if cfg.train_dataloader.dataset.type ==
-               'CocoDataset' else 'goliath_308.json')
+        # GoliathDataset, coco_17.json for the COCO datasets.
+        ann = ('coco_17.json' if cfg.train_dataloader.dataset.type in (
+            'CocoDataset', 'CheckedCocoDataset') else 'goliath_308.json')
         for split, loader in (('train', cfg.train_dataloader),
                               ('val', cfg.val_dataloader)):
             loader.dataset.ann_file = f'{split}/annotations/{ann}'
@@ -236,6 +254,13 @@ def adapt_config(cfg: Config, task: str, data_root: str, work_dir: str,
             t for t in cfg.train_dataloader.dataset.pipeline
             if t.type != 'RandomBackground'
         ]
+    if task == 'matting':
+        # the generator's soft-edged people: alpha, foreground, background
+        for split, loader in (('train', cfg.train_dataloader),
+                              ('val', cfg.val_dataloader)):
+            loader.dataset.data_prefix = dict(
+                img_path=f'{split}/images', alpha_path=f'{split}/alphas',
+                fg_path=f'{split}/fgs', bg_path=f'{split}/bgs')
     if task == 'depth' and settings.depth_loss is not None:
         cfg.model.decode_head.loss_decode = dict(type=settings.depth_loss)
     if settings.head_channels is not None:
@@ -265,7 +290,13 @@ def adapt_config(cfg: Config, task: str, data_root: str, work_dir: str,
         max_keep_ckpts=1, save_last=True)
     cfg.default_hooks.pop('visualization', None)
     cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]
-    return cfg
+    # the checkpoint carries this config as data: it runs from the file alone
+    cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
+        dict(type='ConfigDataHook')]
+    # The Runner writes the config into work_dir under the file name of the
+    # config: the demo's own name, not the shipped config's it was made from
+    return Config(cfg.to_dict(), cfg_text=cfg.pretty_text,
+                  filename=osp.join(work_dir, DEMO_CONFIG_NAME))
 
 
 def _metric(metrics: dict, key: str) -> float:
@@ -298,6 +329,32 @@ def format_table(rows: List[dict]) -> str:
             f"{r['before']:.4g}{r['unit']} | {r['after']:.4g}{r['unit']} | "
             f"{'yes' if better else 'NO'} | {r['train_s']:.0f} s |")
     return '\n'.join(lines)
+
+
+def run_commands(checkpoints: Dict[str, str]) -> List[str]:
+    """The lines that tell how to run the trained models on a photo and on
+    a video: ``python -m sapiens_mm`` with each checkpoint alone (each
+    carries its config), paths relative to the current folder when inside
+    it.
+
+    Args:
+        checkpoints: ``{task: checkpoint path}``.
+    """
+    def rel(path: str) -> str:
+        path = osp.abspath(path)
+        inside = osp.relpath(path)
+        return inside if not inside.startswith('..') else path
+
+    models = ' '.join(f'--{task} {rel(ckpt)}'
+                      for task, ckpt in checkpoints.items())
+    return [
+        'run the trained models on your own photo and video:',
+        f'  python -m sapiens_mm photo.jpg {models} --out-dir outputs',
+        f'  python -m sapiens_mm video.mp4 {models} --out-dir outputs',
+        '  (results in outputs/<task>/; python -m sapiens_mm --help for '
+        'the options; the web demo: python demo/web_demo.py --checkpoints '
+        f'{rel(osp.dirname(osp.dirname(next(iter(checkpoints.values())))))})',
+    ]
 
 
 def _val_boxes(data_root: str, names: List[str]) -> List[np.ndarray]:
@@ -376,9 +433,10 @@ def run_demo(settings: DemoSettings,
     write_dataset(data_root, settings.num_train, settings.num_val,
                   seed=settings.seed, size=settings.image_size,
                   max_people=settings.max_people,
-                  num_workers=settings.workers, progress=True)
+                  num_workers=settings.workers, progress=True,
+                  matting='matting' in settings.tasks)
 
-    rows, configs = [], {}
+    rows, checkpoints = [], {}
     for i, task in enumerate(settings.tasks):
         spec = DEMO_TASKS[task]
         work_dir = str(out / task)
@@ -400,9 +458,8 @@ def run_demo(settings: DemoSettings,
             train_s = time.perf_counter() - t0
             after = runner.val()
         ckpt = osp.join(work_dir, f'iter_{settings.iters[task]}.pth')
-        cfg_path = osp.join(work_dir, 'demo_config.py')
-        cfg.dump(cfg_path)
-        configs[task] = dict(config=cfg_path, checkpoint=ckpt)
+        # the checkpoint alone: it carries its config (as the user runs it)
+        checkpoints[task] = ckpt
         for m in spec.metrics:
             row = dict(task=task, metric_name=m.name,
                        before=_metric(before, m.key),
@@ -415,16 +472,19 @@ def run_demo(settings: DemoSettings,
         del runner
 
     echo('[3/4] inference on held-out images and a real photograph')
+    # The inference's warnings (e.g. every keypoint below the drawing
+    # threshold) reach the console; its info lines do not.
+    MMLogger.get_instance('sapiens_demo_inference', log_level='WARNING')
     with contextlib.redirect_stdout(io.StringIO()):
         # Held-out images get their ground-truth person boxes; the photograph
         # is a portrait, so its person box is the whole image (no detector).
-        inferencer = SapiensInferencer(configs, device='cpu', batch_size=4,
+        inferencer = SapiensInferencer(checkpoints, device='cpu', batch_size=4,
                                        detector='none')
     val_dir = Path(data_root, 'val/images')
     names = sorted(p.name for p in val_dir.glob('*.png'))[:settings.num_infer]
     vis_dirs = {}
     held_out = out / 'vis' / 'held_out'
-    bboxes = _val_boxes(data_root, names) if 'pose' in configs else None
+    bboxes = _val_boxes(data_root, names) if 'pose' in checkpoints else None
     inferencer([str(val_dir / n) for n in names], out_dir=str(held_out),
                bboxes=bboxes, show_progress=False)
     vis_dirs['held-out images'] = str(held_out)
@@ -446,9 +506,12 @@ def run_demo(settings: DemoSettings,
     echo(table)
     for what, path in vis_dirs.items():
         echo(f'visualisations of {what}: {path}/<task>/*.png '
-              '(skeleton overlay, part colours, depth colour map, normal RGB)'
-              ' next to the predictions (.json / .npy)')
-    echo(f'trained checkpoints, configs and logs: {out}/<task>/')
+              '(skeleton overlay, part colours, depth colour map, normal RGB,'
+              ' matting composite) next to the predictions (.json / .npy)')
+    echo(f'trained checkpoints (each carries its config), configs '
+         f'({DEMO_CONFIG_NAME}) and logs: {out}/<task>/')
+    for line in run_commands(checkpoints):
+        echo(line)
     echo(f'elapsed: {elapsed:.0f} s ({elapsed / 60:.1f} min)')
     (out / 'results.md').write_text(table + '\n')
     return dict(rows=rows, table=table, vis_dirs=vis_dirs, elapsed_s=elapsed)

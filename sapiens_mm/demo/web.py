@@ -1,12 +1,13 @@
 """Browser demo of :class:`~sapiens_mm.apis.SapiensInferencer` (gradio).
 
 Upload an image (or take a webcam snapshot), choose the tasks and, per task,
-a checkpoint, and get the overlays side by side plus every output file for
-download (pose JSON and its exported formats, ``.npy`` maps, PNGs, the
-foreground mask and cut-outs). Without checkpoints each task offers the
-shipped tiny-arch config with random weights, so the demo starts on a fresh
-machine with nothing downloaded (the results then show the pipeline, not a
-trained model).
+a checkpoint, and get the results at the page's full width, two per row,
+each with its key (part legend, depth colour bar, normal sphere), plus every
+output file for download (pose JSON and its exported formats, ``.npy``
+maps, PNGs, the foreground mask and cut-outs). Without checkpoints each
+task offers the shipped tiny-arch config with random weights, so the demo
+starts on a fresh machine with nothing downloaded (the results then show
+the pipeline, not a trained model).
 
 ``demo/web_demo.py`` is the command line; :func:`build_demo` returns the
 ``gradio.Blocks`` app for embedding.
@@ -28,7 +29,8 @@ from mmengine.logging import print_log
 from sapiens_mm.apis.inferencers import task_of_checkpoint
 from sapiens_mm.cli.common import one_line
 from sapiens_mm.tasks import CLI_TASKS, TASK_VERSIONS
-from sapiens_mm.zoo import lookup_card, shipped_config
+from sapiens_mm.zoo import (ConfigMismatchError, lookup_card,
+                            shipped_config)
 
 __all__ = ['TINY_CHOICE', 'DEMO_TASKS', 'find_checkpoints', 'side_by_side',
            'WebDemo', 'build_demo']
@@ -36,9 +38,10 @@ __all__ = ['TINY_CHOICE', 'DEMO_TASKS', 'find_checkpoints', 'side_by_side',
 #: Model choice that builds the shipped tiny config with random weights.
 TINY_CHOICE = 'tiny (random weights, no download)'
 #: Tasks in the order their panels appear: those of the Sapiens (v1)
-#: models, whose tiny configs the demo offers without checkpoints.
-DEMO_TASKS: Tuple[str, ...] = tuple(t for t in CLI_TASKS
-                                    if 1 in TASK_VERSIONS[t])
+#: models and Sapiens2's matting, whose tiny configs the demo offers
+#: without checkpoints (matting's is the Sapiens2 one).
+DEMO_TASKS: Tuple[str, ...] = tuple(
+    t for t in CLI_TASKS if 1 in TASK_VERSIONS[t] or t == 'matting')
 _CKPT_EXTENSIONS = ('.pth', '.pt', '.bin', '.safetensors', '.onnx', '.pt2')
 _PANEL_HEIGHT = 512
 
@@ -46,11 +49,12 @@ _PANEL_HEIGHT = 512
 def find_checkpoints(paths: Sequence[str]) -> Dict[str, Dict[str, str]]:
     """Checkpoints per task among files and folders (searched recursively).
 
-    The task of each file is recognised as the CLI does (official file
-    name, weights, or an exported model's metadata); files that cannot be
-    read or whose task cannot be told are logged and left out. A released
-    model's registry name (``sapiens2-pose-0.4b``) is offered under that
-    name and downloaded when it is first chosen.
+    The task of each file is recognised as the CLI does (an exported
+    model's metadata, the config a checkpoint carries as data, its official
+    file name or its weights); files that cannot be read or whose task
+    cannot be told are logged and left out. A released model's registry
+    name (``sapiens2-pose-0.4b``) is offered under that name and downloaded
+    when it is first chosen.
 
     Returns:
         ``{task: {label: path or model name}}`` with the file name (or the
@@ -111,14 +115,34 @@ def _panel(img: np.ndarray, title: str) -> np.ndarray:
     return np.concatenate([bar, body], axis=0)
 
 
-def side_by_side(panels: Sequence[Tuple[str, np.ndarray]]) -> np.ndarray:
-    """Panels (title, BGR image) next to each other, 8 px apart (BGR)."""
-    parts = []
-    for i, (title, img) in enumerate(panels):
+def side_by_side(panels: Sequence[Tuple[str, np.ndarray]],
+                 per_row: int = 2) -> np.ndarray:
+    """Panels (title, BGR image), ``per_row`` next to each other, 8 px
+    apart, rows 8 px apart, on white (BGR).
+
+    Each panel is 512 px high (plus its title bar) with its key (part
+    legend, depth colour bar, normal sphere) at the same scale as the
+    image: two per row keep the image about as wide as a browser page
+    shows it at full width, so the keys stay readable.
+    """
+    gap = 8
+    rows = []
+    for start in range(0, len(panels), per_row):
+        parts = []
+        for i, (title, img) in enumerate(panels[start:start + per_row]):
+            if i:
+                parts.append(np.full((_PANEL_HEIGHT + 28, gap, 3), 255,
+                                     np.uint8))
+            parts.append(_panel(img, title))
+        rows.append(np.concatenate(parts, axis=1))
+    width = max(r.shape[1] for r in rows)
+    out = []
+    for i, row in enumerate(rows):
         if i:
-            parts.append(np.full((_PANEL_HEIGHT + 28, 8, 3), 255, np.uint8))
-        parts.append(_panel(img, title))
-    return np.concatenate(parts, axis=1)
+            out.append(np.full((gap, width, 3), 255, np.uint8))
+        pad = np.full((row.shape[0], width - row.shape[1], 3), 255, np.uint8)
+        out.append(np.concatenate([row, pad], axis=1))
+    return np.concatenate(out, axis=0)
 
 
 class WebDemo:
@@ -132,13 +156,26 @@ class WebDemo:
             temporary folder).
         max_side: Larger inputs are scaled down to this many pixels on
             their long side first. Defaults to 1280.
+        configs: ``{task: config file}``: the config of that task's
+            checkpoints (for checkpoints that carry none; see
+            :func:`~sapiens_mm.zoo.checkpoint_config`), also
+            offered alone with random weights.
     """
 
     def __init__(self,
                  checkpoints: Optional[Dict[str, Dict[str, str]]] = None,
                  device: Optional[str] = None,
                  out_root: Optional[str] = None,
-                 max_side: int = 1280) -> None:
+                 max_side: int = 1280,
+                 configs: Optional[Dict[str, str]] = None) -> None:
+        unknown = set(configs or {}) - set(DEMO_TASKS)
+        if unknown:
+            raise ValueError(f'configs for unknown task(s) {sorted(unknown)};'
+                             f' the tasks are {", ".join(DEMO_TASKS)}.')
+        self.configs = dict(configs or {})
+        for task, path in self.configs.items():
+            if not osp.isfile(path):
+                raise FileNotFoundError(f'{task} config not found: {path}')
         self.checkpoints = {t: dict((checkpoints or {}).get(t, {}))
                             for t in DEMO_TASKS}
         self.device = device
@@ -148,15 +185,27 @@ class WebDemo:
         self._lock = threading.Lock()
         self._runs = 0
 
+    def _config_choice(self, task: str) -> Optional[str]:
+        if task not in self.configs:
+            return None
+        return f'{osp.basename(self.configs[task])} (random weights)'
+
     def choices(self, task: str) -> List[str]:
-        """Model choices of a task: its checkpoints, then the tiny model."""
-        return list(self.checkpoints[task]) + [TINY_CHOICE]
+        """Model choices of a task: its checkpoints, its config alone (when
+        given), then the tiny model."""
+        config = self._config_choice(task)
+        return list(self.checkpoints[task]) + ([config] if config else []) \
+            + [TINY_CHOICE]
 
     def _spec(self, task: str, choice: str):
-        if choice == TINY_CHOICE or choice not in self.checkpoints[task]:
-            return dict(config=str(shipped_config(task, 'tiny')),
-                        checkpoint=None)
-        return self.checkpoints[task][choice]
+        if choice in self.checkpoints[task]:
+            return dict(config=self.configs.get(task),
+                        checkpoint=self.checkpoints[task][choice])
+        if choice is not None and choice == self._config_choice(task):
+            return dict(config=self.configs[task], checkpoint=None)
+        version = 1 if 1 in TASK_VERSIONS[task] else 2
+        return dict(config=str(shipped_config(task, 'tiny', version=version)),
+                    checkpoint=None)
 
     def inferencer(self, choices: Dict[str, str]):
         """The inferencer of ``{task: model choice}`` (built once)."""
@@ -175,7 +224,8 @@ class WebDemo:
             tasks: Sequence[str], model_choices: Dict[str, str],
             skeleton_style: str = 'mmpose',
             export_formats: Sequence[str] = (),
-            save_mask: bool = False
+            save_mask: bool = False,
+            background: str = ''
             ) -> Tuple[Optional[np.ndarray], List[str], str]:
         """One request.
 
@@ -188,9 +238,12 @@ class WebDemo:
             skeleton_style: ``'mmpose'`` or ``'openpose'``.
             export_formats: Extra pose formats to write.
             save_mask: Write the foreground mask and cut-outs (needs seg).
+            background: What the matting composite puts behind the person:
+                a colour or an image path ('': green screen; ignored
+                without matting).
 
         Returns:
-            ``(overlays, files, status)``: the side-by-side RGB image (None
+            ``(overlays, files, status)``: the results as one RGB image (None
             on error), the output files, and a Markdown status line (the
             error, said plainly, when there is one).
         """
@@ -226,9 +279,14 @@ class WebDemo:
                     path, out_dir=out_dir, return_vis=True,
                     show_progress=False, skeleton_style=skeleton_style,
                     export_formats=tuple(export_formats),
-                    save_mask=save_mask)[0]
+                    save_mask=save_mask,
+                    background=(background or None)
+                    if 'matting' in tasks else None)[0]
                 files = self._downloads(out_dir)
         except Exception as e:  # noqa: BLE001 (any failure: said in the page)
+            if isinstance(e, ConfigMismatchError):  # in this demo's words
+                e = ValueError(e.explain(
+                    f'start the web demo with --{e.task}-config CFG'))
             detail = one_line(e) if isinstance(e, (ValueError, OSError)) \
                 else traceback.format_exc()  # a user error needs no trace
             print_log(f'Web demo request failed: {detail}', logger='current',
@@ -284,17 +342,19 @@ class WebDemo:
         from sapiens_mm.datasets.keypoint_formats import EXPORT_FORMATS
         with gr.Blocks(title='Sapiens demo', analytics_enabled=False) as app:
             gr.Markdown(
-                '# Sapiens: pose, body parts, depth, normals\n'
+                '# Sapiens: pose, body parts, depth, normals, matting\n'
                 'Upload an image or take a webcam snapshot, choose tasks '
                 'and models, press **Run**. Models marked *tiny* have random '
                 'weights: they show the pipeline, not real predictions.')
+            # the controls in a row, the results below at full width
             with gr.Row():
                 with gr.Column(scale=1):
                     upload = gr.File(label='Image', file_count='single',
                                      type='filepath', elem_id='upload')
                     webcam = gr.Image(label='or a webcam snapshot',
                                       sources=['webcam'], type='numpy',
-                                      elem_id='webcam')
+                                      elem_id='webcam', height=240)
+                with gr.Column(scale=1):
                     tasks = gr.CheckboxGroup(
                         list(DEMO_TASKS), value=['pose', 'seg'],
                         label='Tasks', elem_id='tasks')
@@ -304,6 +364,7 @@ class WebDemo:
                                     label=f'{t} model', elem_id=f'model_{t}')
                         for t in DEMO_TASKS
                     ]
+                with gr.Column(scale=1):
                     style = gr.Radio(['mmpose', 'openpose'], value='mmpose',
                                      label='Skeleton style',
                                      elem_id='skeleton_style')
@@ -313,24 +374,27 @@ class WebDemo:
                     mask = gr.Checkbox(
                         label='Foreground mask and cut-outs (needs seg)',
                         value=False, elem_id='save_mask')
+                    background = gr.Textbox(
+                        label='Matting background (colour name, #RRGGBB '
+                        'or R,G,B; empty: green screen)', value='',
+                        elem_id='background')
                     run = gr.Button('Run', variant='primary', elem_id='run')
-                with gr.Column(scale=3):
-                    status = gr.Markdown('', elem_id='status')
-                    overlays = gr.Image(label='Results side by side',
-                                        type='numpy', interactive=False,
-                                        elem_id='overlays')
-                    files = gr.File(label='Downloads', file_count='multiple',
-                                    interactive=False, elem_id='downloads')
+            status = gr.Markdown('', elem_id='status')
+            overlays = gr.Image(label='Results (each with its key)',
+                                type='numpy', interactive=False,
+                                elem_id='overlays')
+            files = gr.File(label='Downloads', file_count='multiple',
+                            interactive=False, elem_id='downloads')
 
             def on_run(upload, webcam, tasks, *rest):
                 choices = dict(zip(DEMO_TASKS, rest[:len(DEMO_TASKS)]))
-                style, formats, mask = rest[len(DEMO_TASKS):]
+                style, formats, mask, background = rest[len(DEMO_TASKS):]
                 return self.run(upload, webcam, tasks, choices, style,
-                                formats, mask)
+                                formats, mask, background)
 
             run.click(on_run,
                       inputs=[upload, webcam, tasks, *models, style, formats,
-                              mask],
+                              mask, background],
                       outputs=[overlays, files, status])
         return app
 
@@ -338,8 +402,10 @@ class WebDemo:
 def build_demo(checkpoints: Sequence[str] = (),
                device: Optional[str] = None,
                out_root: Optional[str] = None,
-               max_side: int = 1280):
+               max_side: int = 1280,
+               configs: Optional[Dict[str, str]] = None):
     """The gradio app over the checkpoints found in ``checkpoints`` (files
-    or folders); every task also offers the tiny random-weight model."""
+    or folders), with ``configs`` per task (see :class:`WebDemo`); every
+    task also offers the tiny random-weight model."""
     return WebDemo(find_checkpoints(checkpoints), device, out_root,
-                   max_side).build()
+                   max_side, configs).build()

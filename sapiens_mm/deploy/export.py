@@ -19,6 +19,8 @@ raw head output:
   - Sapiens2 pointmap ``pointmap`` ``(N, 3, H, W)``: metric camera-frame XYZ
     (the canonical pointmap divided by the predicted scale).
   - Sapiens2 albedo ``albedo`` ``(N, 3, H, W)``: RGB, not clamped.
+  - Sapiens2 matting ``matting`` ``(N, 4, H, W)``: pre-multiplied
+    foreground RGB and alpha after the sigmoid, in [0, 1].
 
 The batch dimension is dynamic: one file serves any batch size. What a
 consumer needs to pre- and post-process (task, input size, mean / std,
@@ -81,7 +83,11 @@ _OUTPUT_MEANING = dict(
     'padding, blur (4 x 3x3 Gaussian, sigma 0.8) when upsampling, resize '
     'bilinearly to the image size',
     albedo='RGB albedo (N, 3, H, W); clamp to [0, 1], crop the '
-    'ResizePadImage padding, resize bilinearly to the image size')
+    'ResizePadImage padding, resize bilinearly to the image size',
+    matting='matte (N, 4, H, W) in [0, 1]: channels 0-2 the foreground RGB '
+    'pre-multiplied by alpha, channel 3 alpha (the whole frame was '
+    'stretched to the input size); resize bilinearly to the image size, '
+    'clamp to [0, 1]; composite = foreground + (1 - alpha) * background')
 
 
 def _model_input_size(cfg: Config, task: str) -> Tuple[int, int]:
@@ -103,10 +109,10 @@ class SapiensExportModule(nn.Module):
     Args:
         model: A built pose (``TopdownPoseEstimator``), seg
             (``EncoderDecoder``), depth / normal (``SapiensDenseEstimator``)
-            or Sapiens2 normal / pointmap / albedo
+            or Sapiens2 normal / pointmap / albedo / matting
             (``Sapiens2DenseEstimator``) model.
         task: ``'pose'``, ``'seg'``, ``'depth'``, ``'normal'``,
-            ``'pointmap'`` or ``'albedo'``.
+            ``'pointmap'``, ``'albedo'`` or ``'matting'``.
         mean: Per-channel mean in the model's channel order (RGB when
             ``bgr_to_rgb``), 0-255 scale.
         std: Per-channel standard deviation, same order.

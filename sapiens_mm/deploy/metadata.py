@@ -29,7 +29,8 @@ OUTPUT_NAMES = dict(pose='heatmaps',
                     depth='depth',
                     normal='normal',
                     pointmap='pointmap',
-                    albedo='albedo')
+                    albedo='albedo',
+                    matting='matting')
 INPUT_NAME = 'images'
 #: Version of the metadata layout. 2: the config is stored as data
 #: (:func:`~sapiens_mm.deploy.safe_load.config_to_data`); files of version 1

@@ -132,9 +132,10 @@ def _has_hook(hooks, name: str) -> bool:
 def add_training_hooks(cfg: Config,
                        nonfinite_loss: Optional[str] = None) -> None:
     """Add :class:`~sapiens_mm.engine.ReseedHook`,
-    :class:`~sapiens_mm.engine.BestCheckpointGuardHook` and
-    :class:`~sapiens_mm.engine.NonFiniteLossHook` to ``custom_hooks``
-    unless the config already has them.
+    :class:`~sapiens_mm.engine.BestCheckpointGuardHook`,
+    :class:`~sapiens_mm.engine.NonFiniteLossHook` and
+    :class:`~sapiens_mm.engine.ConfigDataHook` (checkpoints carry their
+    config as data) to ``custom_hooks`` unless the config already has them.
 
     Args:
         cfg: Training config, changed in place.
@@ -150,6 +151,8 @@ def add_training_hooks(cfg: Config,
         hooks.append(dict(type='ReseedHook'))
     if not _has_hook(hooks, 'BestCheckpointGuardHook'):
         hooks.append(dict(type='BestCheckpointGuardHook'))
+    if not _has_hook(hooks, 'ConfigDataHook'):
+        hooks.append(dict(type='ConfigDataHook'))
     if not _has_hook(hooks, 'NonFiniteLossHook'):
         hooks.append(
             dict(type='NonFiniteLossHook', action=nonfinite_loss or 'stop'))
@@ -326,8 +329,10 @@ def build_train_cfg(config: str,
             own hook) or ``'skip'``.
 
     Besides the options, the returned config always has a
-    :class:`~sapiens_mm.engine.ReseedHook` (exact resume) and a
-    :class:`~sapiens_mm.engine.NonFiniteLossHook` in ``custom_hooks``, and
+    :class:`~sapiens_mm.engine.ReseedHook` (exact resume), a
+    :class:`~sapiens_mm.engine.NonFiniteLossHook` and a
+    :class:`~sapiens_mm.engine.ConfigDataHook` (the config as data in every
+    checkpoint) in ``custom_hooks``, and
     is adapted to FSDP (:func:`adapt_fsdp`) and to CPU-only distributed
     runs (:func:`adapt_cpu_distributed`).
     """

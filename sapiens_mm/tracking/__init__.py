@@ -1,6 +1,7 @@
 """Video: people tracked across frames, smoothed keypoints, stabilised dense
 maps."""
-from .dense_stabilizer import DepthStabilizer, NormalStabilizer
+from .dense_stabilizer import (DepthStabilizer, NormalStabilizer,
+                               PointmapScaleStabilizer)
 from .one_euro_filter import OneEuroFilter
 from .pose_tracker import (
     PoseTracker,
@@ -11,5 +12,6 @@ from .pose_tracker import (
 
 __all__ = [
     'OneEuroFilter', 'PoseTracker', 'bbox_iou', 'keypoint_oks',
-    'bboxes_from_keypoints', 'DepthStabilizer', 'NormalStabilizer'
+    'bboxes_from_keypoints', 'DepthStabilizer', 'NormalStabilizer',
+    'PointmapScaleStabilizer'
 ]

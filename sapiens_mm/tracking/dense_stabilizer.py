@@ -1,4 +1,5 @@
-"""Temporal stabilisation of per-frame depth and surface normal maps.
+"""Temporal stabilisation of per-frame depth, surface normal and pointmap
+maps.
 
 A depth model run frame by frame on a video flickers: relative depth comes
 with a per-frame scale and shift of its own, and both outputs carry
@@ -9,12 +10,22 @@ low-passes the normals and makes them unit vectors again. Both are
 exponential moving averages per pixel (weight ``alpha`` on the new frame):
 on a static scene the noise variance falls to ``alpha / (2 - alpha)`` of a
 frame's.
+
+A Sapiens2 pointmap is the canonical pointmap divided by a scale the model
+predicts per frame, so a video's pointmaps grow and shrink as that scale
+jitters. :class:`PointmapScaleStabilizer` measures each frame's scale (the
+median depth of the person), smooths its logarithm with a One-Euro filter
+(steady when the scale only jitters, quick when it really changes) and
+rescales the frame to the smoothed scale.
 """
 from typing import Optional, Tuple
 
 import numpy as np
 
-__all__ = ['DepthStabilizer', 'NormalStabilizer', 'fit_scale_shift_symmetric']
+from .one_euro_filter import OneEuroFilter
+
+__all__ = ['DepthStabilizer', 'NormalStabilizer', 'PointmapScaleStabilizer',
+           'fit_scale_shift_symmetric']
 
 
 def _check_alpha(alpha: float) -> float:
@@ -168,3 +179,61 @@ class NormalStabilizer:
             out = np.where(ok, mixed / np.where(ok, norm, 1.), normal)
         self.previous = out
         return out.astype(np.float32)
+
+
+class PointmapScaleStabilizer:
+    """A video's metric pointmaps brought to a temporally smooth scale.
+
+    Each frame's scale is the median Z of its finite points with positive
+    depth (the person; the background is NaN when seg or matting masks it).
+    Its logarithm is smoothed with a :class:`~.one_euro_filter.\
+OneEuroFilter` over the frame times, and the frame is multiplied by
+    ``smoothed / measured``: a jitter of the predicted scale (which
+    multiplies every point of a frame alike) is averaged away, a real change
+    (the person walking towards the camera, a new shot) moves the log-scale
+    fast, raises the filter's cutoff and is followed within a few frames.
+
+    Args:
+        min_cutoff: Cutoff (Hz) of the log-scale at rest; lower smooths
+            more. Defaults to 0.5.
+        beta: Speed coefficient (per unit of log-scale per second); higher
+            follows real changes sooner. Defaults to 5.0.
+        d_cutoff: Cutoff (Hz) of the speed estimate. Defaults to 1.0.
+
+    Attributes:
+        measured: The last frame's measured scale (median Z), or None.
+        smoothed: The scale it was brought to, or None.
+    """
+
+    def __init__(self, min_cutoff: float = 0.5, beta: float = 5.0,
+                 d_cutoff: float = 1.0) -> None:
+        self.filter = OneEuroFilter(min_cutoff, beta, d_cutoff)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the previous frames (a new video or a scene cut)."""
+        self.filter.reset()
+        self.measured: Optional[float] = None
+        self.smoothed: Optional[float] = None
+
+    def __call__(self, pointmap: np.ndarray, t: float) -> np.ndarray:
+        """Stabilise one frame.
+
+        Args:
+            pointmap: (H, W, 3) metric camera-frame XYZ, NaN where none.
+            t: The frame's time in seconds (increasing).
+
+        Returns:
+            (H, W, 3) float32: ``pointmap * smoothed / measured``; the frame
+            unchanged when it has no point with positive depth.
+        """
+        pointmap = np.asarray(pointmap, np.float32)
+        z = pointmap[..., 2]
+        z = z[np.isfinite(z) & (z > 0)]
+        if not z.size:
+            self.measured = self.smoothed = None
+            return pointmap
+        self.measured = float(np.median(z))
+        log_scale = float(self.filter(np.array(np.log(self.measured)), t))
+        self.smoothed = float(np.exp(log_scale))
+        return pointmap * np.float32(self.smoothed / self.measured)

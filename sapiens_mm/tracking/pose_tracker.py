@@ -75,7 +75,10 @@ def bboxes_from_keypoints(keypoints: np.ndarray,
                           kpt_thr: float = 0.3,
                           expansion: float = 1.25,
                           img_shape: Optional[Tuple[int, int]] = None,
-                          min_keypoints: int = 3
+                          min_keypoints: int = 3,
+                          reference_boxes: Optional[np.ndarray] = None,
+                          min_scale: float = 0.25,
+                          degenerate_scale: float = 0.1
                           ) -> Tuple[np.ndarray, np.ndarray]:
     """Boxes around people's keypoints, to take the place of detections on
     the frames where the detector does not run.
@@ -85,6 +88,15 @@ def bboxes_from_keypoints(keypoints: np.ndarray,
     clipped to the image. A person with fewer than ``min_keypoints`` such
     keypoints is dropped: it is lost until the next detection.
 
+    Keypoints of an unsure model bunch up inside the crop they came from,
+    so boxes made from them would shrink frame after frame (to a few
+    pixels) and the crops lose the person. With ``reference_boxes`` (the
+    box each person last had from the detector, or the user) a box is at
+    least ``min_scale`` times its reference's width and height (about the
+    keypoints' centre), and a person whose keypoint box is below
+    ``degenerate_scale`` of its reference in width or height is dropped as
+    degenerate (the caller then runs the detector).
+
     Args:
         keypoints: (M, K, 2) keypoints in image pixels.
         keypoint_scores: (M, K).
@@ -93,11 +105,30 @@ def bboxes_from_keypoints(keypoints: np.ndarray,
         img_shape: (H, W) to clip to, or None.
         min_keypoints: Fewest confident keypoints of a kept person.
             Defaults to 3.
+        reference_boxes: (M, 4) last detected box (x1, y1, x2, y2) of each
+            person, or None for no minimum size.
+        min_scale: Smallest box, as a fraction of the reference box's width
+            and height. Defaults to 0.25.
+        degenerate_scale: A keypoint box smaller than this fraction of the
+            reference's width or height is dropped. Defaults to 0.1.
 
     Returns:
         tuple: (M', 4) float32 boxes (x1, y1, x2, y2) and the (M',) indices
         of the people kept.
+
+    Raises:
+        ValueError: ``reference_boxes`` is not (M, 4), or
+            ``degenerate_scale > min_scale``.
     """
+    if reference_boxes is not None:
+        reference_boxes = np.asarray(reference_boxes, np.float64)
+        if reference_boxes.shape != (len(keypoints), 4):
+            raise ValueError(
+                f'reference_boxes must be ({len(keypoints)}, 4), one box '
+                f'per person, got {reference_boxes.shape}.')
+    if not 0 <= degenerate_scale <= min_scale:
+        raise ValueError(f'Need 0 <= degenerate_scale <= min_scale, got '
+                         f'{degenerate_scale} and {min_scale}.')
     boxes, keep = [], []
     for i, (kpts, scores) in enumerate(zip(keypoints, keypoint_scores)):
         good = np.isfinite(kpts).all(-1) & (scores >= kpt_thr)
@@ -105,6 +136,11 @@ def bboxes_from_keypoints(keypoints: np.ndarray,
             continue
         lo, hi = kpts[good].min(0), kpts[good].max(0)
         centre, half = (lo + hi) / 2, (hi - lo) / 2 * expansion
+        if reference_boxes is not None:
+            ref_half = (reference_boxes[i, 2:] - reference_boxes[i, :2]) / 2
+            if (half < degenerate_scale * ref_half).any():
+                continue
+            half = np.maximum(half, min_scale * ref_half)
         box = np.concatenate([centre - half, centre + half])
         if img_shape is not None:
             box[[0, 2]] = box[[0, 2]].clip(0, img_shape[1] - 1)

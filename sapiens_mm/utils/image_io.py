@@ -4,7 +4,8 @@ sapiens_mm (datasets, inferencers, curation, tools).
 import io
 import os
 import os.path as osp
-from typing import Iterable, List, Literal, Optional, Sequence, Tuple
+from typing import (Iterable, Iterator, List, Literal, Optional, Sequence,
+                    Tuple)
 
 import cv2
 import numpy as np
@@ -15,7 +16,8 @@ __all__ = [
     'IMAGE_EXTENSIONS', 'VIDEO_EXTENSIONS', 'UnreadableImageError',
     'ImageTooLargeError', 'MAX_PIXELS_ENV', 'MAX_ASPECT_ENV',
     'DEFAULT_MAX_PIXELS', 'DEFAULT_MAX_ASPECT', 'image_size_limits',
-    'check_image_size', 'list_images', 'read_image', 'truncation_problem'
+    'check_image_size', 'list_images', 'walk_files', 'read_image',
+    'truncation_problem'
 ]
 
 #: File name endings (case-insensitive) treated as images.
@@ -141,6 +143,51 @@ def _check_header(content: bytes, source: str, max_pixels: Optional[int],
     check_image_size(width, height, source, max_pixels, max_aspect)
 
 
+def walk_files(root: str,
+               extensions: Sequence[str] = IMAGE_EXTENSIONS,
+               exclude: Iterable[str] = ()) -> Iterator[Tuple[str, List[str]]]:
+    """Walk ``root`` lazily, one folder at a time, in a fixed order.
+
+    Only one folder's listing is held at a time, so trees of millions of
+    files can be walked with bounded memory.
+
+    Args:
+        root: Folder to scan (symlinked folders are followed, each real
+            folder once).
+        extensions: File name endings to accept, compared case-insensitively.
+        exclude: Folders (absolute or relative to the working directory)
+            whose contents are skipped, e.g. an output folder inside
+            ``root``.
+
+    Yields:
+        ``(rel_dir, names)``: a folder relative to ``root`` (``'.'`` for
+        ``root``, ``/`` separators) and its matching file names, sorted;
+        folders in sorted (depth-first) order, folders without a match left
+        out.
+
+    Raises:
+        FileNotFoundError: ``root`` is not a folder.
+    """
+    if not osp.isdir(root):
+        raise FileNotFoundError(
+            f'Image folder not found: {root}. Pass the folder that holds the '
+            'images (it is scanned recursively).')
+    exts = tuple(e.lower() for e in extensions)
+    skip = {osp.realpath(p) for p in exclude}
+    seen = {osp.realpath(root)}  # guards against symlink loops
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        keep = []
+        for d in sorted(dirnames):
+            real = osp.realpath(osp.join(dirpath, d))
+            if real not in skip and real not in seen:
+                seen.add(real)
+                keep.append(d)
+        dirnames[:] = keep
+        names = sorted(n for n in filenames if n.lower().endswith(exts))
+        if names:
+            yield osp.relpath(dirpath, root).replace(os.sep, '/'), names
+
+
 def list_images(root: str,
                 extensions: Sequence[str] = IMAGE_EXTENSIONS,
                 exclude: Iterable[str] = ()) -> List[str]:
@@ -159,28 +206,9 @@ def list_images(root: str,
     Raises:
         FileNotFoundError: ``root`` is not a folder.
     """
-    if not osp.isdir(root):
-        raise FileNotFoundError(
-            f'Image folder not found: {root}. Pass the folder that holds the '
-            'images (it is scanned recursively).')
-    exts = tuple(e.lower() for e in extensions)
-    skip = {osp.realpath(p) for p in exclude}
-    found = []
-    seen = {osp.realpath(root)}  # guards against symlink loops
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        keep = []
-        for d in sorted(dirnames):
-            real = osp.realpath(osp.join(dirpath, d))
-            if real not in skip and real not in seen:
-                seen.add(real)
-                keep.append(d)
-        dirnames[:] = keep
-        rel_dir = osp.relpath(dirpath, root)
-        for name in filenames:
-            if name.lower().endswith(exts):
-                rel = name if rel_dir == '.' else osp.join(rel_dir, name)
-                found.append(rel.replace(os.sep, '/'))
-    return sorted(found)
+    return sorted(name if rel_dir == '.' else f'{rel_dir}/{name}'
+                  for rel_dir, names in walk_files(root, extensions, exclude)
+                  for name in names)
 
 
 def _decode_pillow(content: bytes) -> np.ndarray:

@@ -1,8 +1,9 @@
 """The model zoo: the released Sapiens / Sapiens2 models (the registry read
 from the metafiles, :mod:`.cards`), their downloads from the Hugging Face
 Hub (:mod:`.hub`), their shipped configs, recognition of checkpoint files by
-name or by weights (:mod:`.model_zoo`), and mmengine's checkpoint schemes
-(:mod:`.loader`: local files and ``hf://``)."""
+name or by weights (:mod:`.model_zoo`), the config a checkpoint carries
+(:mod:`.config_match`), and mmengine's checkpoint schemes (:mod:`.loader`:
+local files and ``hf://``)."""
 from .cards import (
                     ModelCard,
                     UnknownModelError,
@@ -11,6 +12,8 @@ from .cards import (
                     lookup_card,
                     model_cards,
 )
+from .config_match import (ConfigMismatchError, checkpoint_config,
+                           config_mismatches)
 from .hub import (
                     CorruptDownloadError,
                     GatedModelError,
@@ -44,5 +47,6 @@ __all__ = [
     'UnknownModelError', 'add_model_index', 'find_card', 'lookup_card',
     'model_cards', 'HubError', 'GatedModelError', 'ModelFileMissingError',
     'NotCachedError', 'CorruptDownloadError', 'fetch', 'fetch_url',
-    'resolve_checkpoint'
+    'resolve_checkpoint', 'ConfigMismatchError', 'checkpoint_config',
+    'config_mismatches'
 ]

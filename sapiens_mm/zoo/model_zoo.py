@@ -12,10 +12,11 @@ under ``configs/`` that builds the matching model.
 
 Sapiens2 task files are named ``sapiens2_<size>_<task>.safetensors``
 (``sapiens2_0.4b_pose.safetensors``; sizes 0.4b / 0.8b / 1b / 5b, tasks pose,
-seg, normal, pointmap, plus albedo for models trained here); their weights
-tell them apart from v1 by the register tokens (``backbone.storage_tokens``)
-and the Sapiens2 head names (``conv_pose``, ``conv_seg`` with 29 classes,
-``conv_normal``, ``conv_pointmap``, ``conv_albedo``). Their configs live under
+seg, normal, pointmap, matting (1b only), plus albedo for models trained
+here); their weights tell them apart from v1 by the register tokens
+(``backbone.storage_tokens``) and the Sapiens2 head names (``conv_pose``,
+``conv_seg`` with 29 classes, ``conv_normal``, ``conv_pointmap``,
+``conv_albedo``, ``conv_matting`` with 4 outputs). Their configs live under
 ``configs/sapiens2/``.
 
 Checkpoint files are read only through :mod:`sapiens_mm.checkpoint`.
@@ -83,6 +84,8 @@ _SAPIENS2_TEMPLATES = {
     'normal': 'sapiens2/normal/sapiens2_{size}-normal_folder-{res}.py',
     'pointmap': 'sapiens2/pointmap/sapiens2_{size}-pointmap_folder-{res}.py',
     'albedo': 'sapiens2/albedo/sapiens2_{size}-albedo_folder-{res}.py',
+    'matting':
+    'sapiens2/matting/sapiens2_{size}_matting_gss_p3m_metasim-{res}.py',
 }
 #: Sapiens2 head output layer -> task (keys under ``decode_head.``, or
 #: ``head.`` for a pose model saved in this project's layout).
@@ -92,10 +95,13 @@ _SAPIENS2_HEADS = {
     'conv_normal': 'normal',
     'conv_pointmap': 'pointmap',
     'conv_albedo': 'albedo',
+    'conv_matting': 'matting',
 }
+#: Output channels of each Sapiens2 head (3 where not listed).
+_SAPIENS2_OUT_CHANNELS = dict(pose=308, seg=29, matting=4)
 _SAPIENS2_NAME = re.compile(
     r'^sapiens2_(?P<size>0\.4b|0\.8b|1b|5b|tiny)_'
-    r'(?P<task>pose|seg|normal|pointmap|albedo)$')
+    r'(?P<task>pose|seg|normal|pointmap|albedo|matting)$')
 _SAPIENS2_PRETRAIN_NAME = re.compile(
     r'^sapiens2_(0\.1b|0\.4b|0\.8b|1b|1b_4k|5b)_pretrain$')
 
@@ -136,7 +142,7 @@ class SapiensModelInfo:
 
     Attributes:
         task: ``'pose'``, ``'seg'``, ``'depth'`` or ``'normal'``; Sapiens2
-            also ``'pointmap'`` and ``'albedo'``.
+            also ``'pointmap'``, ``'albedo'`` and ``'matting'``.
         size: ``'0.3b'``, ``'0.6b'``, ``'1b'``, ``'2b'`` or ``'tiny'``;
             Sapiens2: ``'0.4b'``, ``'0.8b'``, ``'1b'``, ``'5b'`` or
             ``'tiny'``.
@@ -236,7 +242,8 @@ def shipped_config(task: str, size: str,
 
     Args:
         task: ``'pose'``, ``'seg'``, ``'depth'`` or ``'normal'``; Sapiens2:
-            ``'pose'``, ``'seg'``, ``'normal'``, ``'pointmap'``, ``'albedo'``.
+            ``'pose'``, ``'seg'``, ``'normal'``, ``'pointmap'``, ``'albedo'``,
+            ``'matting'``.
         size: ``'0.3b'``, ``'0.6b'``, ``'1b'``, ``'2b'`` or ``'tiny'``;
             Sapiens2: ``'0.4b'``, ``'0.8b'``, ``'1b'``, ``'5b'``, ``'tiny'``.
         dataset: Pose layout (``'goliath'``, ``'coco'``,
@@ -444,7 +451,7 @@ def _recognize_sapiens2(state: Mapping[str, torch.Tensor], embed_dims: int,
         if key is None:
             continue
         channels = _out_channels(state, key)
-        expected = dict(pose=308, seg=29).get(task, 3)
+        expected = _SAPIENS2_OUT_CHANNELS.get(task, 3)
         if channels != expected:
             raise UnrecognizedCheckpointError(
                 f'{source}: a Sapiens2 {task} head with {channels} outputs; '

@@ -86,7 +86,8 @@ def test_outputs_and_files(inferencer, tmp_path):
     assert (record['height'], record['width']) == (h, w)
     assert len(record['keypoint_names']) == 308
     (inst, ) = record['instances']
-    assert inst['bbox'] == [0, 0, w, h]  # COCO xywh
+    assert inst['bbox'] == [0, 0, w, h]  # x1, y1, x2, y2 of the image
+    assert record['bbox_format'] == 'xyxy'
     assert inst['skeleton'] == 'goliath'
     kpts = np.array(inst['keypoints']).reshape(308, 3)  # COCO x, y, score
     np.testing.assert_allclose(kpts[:, :2], pose['keypoints'][0], rtol=1e-6)
@@ -97,11 +98,12 @@ def test_outputs_and_files(inferencer, tmp_path):
         vis = cv2.imread(path)
         np.testing.assert_array_equal(vis, res['visualization'][task])
         assert vis.shape[0] == h
-        # seg has a legend panel on the right, the others are image-sized
-        assert vis.shape[1] > w if task == 'seg' else vis.shape[1] == w
+        # seg, depth and normals have their key on the right, pose is
+        # image-sized
+        assert vis.shape[1] == w if task == 'pose' else vis.shape[1] > w
     # background is black in the depth / normal drawings
-    assert (res['visualization']['depth'][~fg] == 0).all()
-    assert (res['visualization']['normal'][~fg] == 0).all()
+    assert (res['visualization']['depth'][:, :w][~fg] == 0).all()
+    assert (res['visualization']['normal'][:, :w][~fg] == 0).all()
 
 
 def test_batch_equals_one_by_one(inferencer, monkeypatch):
@@ -411,8 +413,11 @@ def test_cli(tmp_path, capsys):
 
 #: Every option of the inference CLI (``--debug`` is read by its ``cli()``
 #: wrapper, for tracebacks, ``--trust-pt2`` records .pt2 models in the trust
-#: store before they are built: tests/deploy/test_pt2_trust.py; the others
-#: must reach the inferencer).
+#: store before they are built: tests/deploy/test_pt2_trust.py;
+#: ``--launcher``, ``--overwrite``, ``--coco-results`` and
+#: ``--progress-interval`` are read by the sharded run, see
+#: tests/apis/test_sharded_inference.py; the others must reach the
+#: inferencer).
 CLI_OPTIONS = (
     '--out-dir', '--checkpoints', '--pose', '--pose-config', '--seg',
     '--seg-config', '--depth', '--depth-config', '--normal',
@@ -425,7 +430,11 @@ CLI_OPTIONS = (
     '--d-cutoff', '--stabilize-dense', '--stabilize-alpha', '--kpt-thr',
     '--no-draw-bbox', '--no-save-pred', '--no-save-vis', '--show',
     '--wait-time', '--no-progress', '--skeleton-style', '--export-format',
-    '--save-mask', '--debug', '--trust-pt2',
+    '--save-mask', '--debug', '--trust-pt2', '--matting', '--matting-config',
+    '--stabilize-matting', '--stabilize-pointmap-scale', '--mask-with',
+    '--background', '--alpha-bits', '--launcher', '--overwrite',
+    '--coco-results', '--progress-interval', '--no-whole-image-fallback',
+    '--verbose',
 )
 
 
@@ -453,6 +462,9 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
                        vis_files={}, nonfinite={})
 
     monkeypatch.setattr(inferencers, 'SapiensInferencer', Recorder)
+    # --show: as on a machine with a display
+    monkeypatch.setattr(inferencers.utils.display, 'display_problem',
+                        lambda: None)
     boxes = tmp_path / 'boxes.json'
     boxes.write_text('[[1, 2, 30, 40, 0.9]]')
     out = tmp_path / 'out'
@@ -472,7 +484,10 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         '--stabilize-alpha', '0.75', '--kpt-thr', '0.7', '--no-draw-bbox',
         '--no-save-pred', '--no-save-vis', '--show', '--wait-time', '9',
         '--no-progress', '--skeleton-style', 'openpose', '--export-format',
-        'coco17', 'openpose', '--save-mask', '--debug'
+        'coco17', 'openpose', '--save-mask', '--debug', '--matting-config',
+        'm.py', '--stabilize-matting', '--stabilize-pointmap-scale',
+        '--mask-with', 'seg', '--background', 'white', '--alpha-bits', '16',
+        '--no-whole-image-fallback', '--verbose'
     ])
     assert calls['init'] == dict(
         models=dict(
@@ -481,6 +496,7 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
             normal=dict(config='n.py', checkpoint=None),
             pointmap=dict(config='pm.py', checkpoint='pm.pth'),
             albedo=dict(config='al.py', checkpoint=None),
+            matting=dict(config='m.py', checkpoint=None),
             seg=dict(
                 config=None,
                 checkpoint='sapiens_0.3b_goliath_best_goliath_mIoU_7673_'
@@ -490,7 +506,9 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         det_weights='det.pth', det_cat_ids=[2], bbox_thr=0.5, nms_thr=0.6,
         kpt_thr=0.7, track=False, smooth=False, det_interval=3,
         tracker_cfg=dict(min_cutoff=1.5, beta=0.25, d_cutoff=2.5),
-        stabilize_dense=True, stabilize_alpha=0.75)
+        stabilize_dense=True, stabilize_alpha=0.75, mask_with='seg',
+        stabilize_matting=True, stabilize_pointmap_scale=True,
+        whole_image_fallback=False)
     inputs, kwargs = calls['stream']
     assert inputs == ['a.jpg', 3]  # a digit that is no file: a webcam
     assert kwargs == dict(out_dir=str(out), bboxes=[[1, 2, 30, 40, 0.9]],
@@ -498,7 +516,8 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
                           wait_time=9, draw_bbox=False, max_frames=7,
                           show_progress=False, skeleton_style='openpose',
                           export_formats=['coco17', 'openpose'],
-                          save_mask=True)
+                          save_mask=True, background='white',
+                          alpha_bits=16)
     # the defaults
     main(['b.png', '--seg-config', 's.py', '--out-dir', str(out)])
     assert calls['init'] == dict(
@@ -508,9 +527,11 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
         bbox_thr=0.3, nms_thr=0.3, kpt_thr=0.3, track=True, smooth=True,
         det_interval=1, tracker_cfg=dict(min_cutoff=4.0, beta=4.0,
                                          d_cutoff=1.0),
-        stabilize_dense=False, stabilize_alpha=0.5)
+        stabilize_dense=False, stabilize_alpha=0.5, mask_with=None,
+        stabilize_matting=False, stabilize_pointmap_scale=False,
+        whole_image_fallback=True)
     assert calls['stream'] == (['b.png'], dict(
         out_dir=str(out), bboxes=None, no_save_pred=False,
         no_save_vis=False, show=False, wait_time=1, draw_bbox=True,
         max_frames=None, show_progress=True, skeleton_style='mmpose',
-        export_formats=[], save_mask=False))
+        export_formats=[], save_mask=False, background=None, alpha_bits=8))

@@ -69,8 +69,10 @@ def test_they_are_mmengine_inferencers(seg, pose):
     assert {'bboxes', 'bbox_thr', 'nms_thr'} <= pose.preprocess_kwargs
     assert {'vis_out_dir', 'return_vis', 'show', 'draw_bbox',
             'skeleton_style'} <= pose.visualize_kwargs
-    assert seg.postprocess_kwargs == pose.postprocess_kwargs == {
-        'pred_out_dir'}
+    assert pose.postprocess_kwargs == {'pred_out_dir'}
+    # dense: also the bit depth of a matting model's alpha PNGs
+    assert seg.postprocess_kwargs == {'pred_out_dir', 'alpha_bits'}
+    assert 'background' in seg.visualize_kwargs
 
 
 @pytest.mark.parametrize('task', ['seg', 'depth', 'normal'])

@@ -110,7 +110,8 @@ def test_cli_video_tracking_and_smoothing(video, pose_cfg, square_finder,
     for i, f in enumerate(frames):
         if i % 4 == 0:
             continue
-        x, y, w, h = f['instances'][0]['bbox']
+        x1, y1, x2, y2 = f['instances'][0]['bbox']
+        x, y, w, h = x1, y1, x2 - x1, y2 - y1
         square_x = 10 + 3 * (i - 1)  # where the previous frame saw it
         # 3 px: the crop -> heatmap -> image round trip of the square's
         # edges (a heatmap pixel is ~ 2 image pixels here) and the motion

@@ -42,7 +42,8 @@ RECIPE = {
         '2b': (5e-5, 0.85, 'KeypointMSELoss'),
     },
 }
-DATASET_TYPE = dict(coco='CocoDataset', coco_wholebody='CocoWholeBodyDataset',
+DATASET_TYPE = dict(coco='CheckedCocoDataset',
+                    coco_wholebody='CheckedCocoWholeBodyDataset',
                     goliath='GoliathDataset')
 EMBED = {'0.3b': 1024, '0.6b': 1280, '1b': 1536, '2b': 1920, 'tiny': 64}
 

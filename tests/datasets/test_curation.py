@@ -235,3 +235,36 @@ def test_cli(photo_dir, decided, tmp_path, capsys):
     kept = (out / 'manifest.txt').read_text()
     assert 'people/astronaut.png' in kept
     assert 'people/astronaut_small.jpg' in kept
+
+
+@pytest.mark.slow
+def test_two_processes_keep_what_one_process_keeps(photo_dir, decided,
+                                                  tmp_path):
+    """tools/dist_infer.sh runs the curation tool on 2 processes (gloo):
+    the same manifest.txt and counts as the single-process run, one merged
+    record per image."""
+    import subprocess
+    from cluster_helpers import free_port, run_env
+    ref_out, _, ref = decided
+    out = tmp_path / 'cur2'
+    env = dict(run_env(tmp_path), PYTHON=sys.executable,
+               PORT=str(free_port()))
+    proc = subprocess.run(
+        ['bash', str(ROOT / 'tools' / 'dist_infer.sh'), '2',
+         str(ROOT / 'tools' / 'curate_images.py'), str(photo_dir),
+         '--out-dir', str(out), '--no-progress'],
+        env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (out / 'manifest.txt').read_text() == \
+        (ref_out / 'manifest.txt').read_text()
+    assert ref.kept >= 1 and ref.dropped >= 1 and ref.unreadable == 1
+    report = json.loads((out / 'report.json').read_text())
+    for key in ('total', 'kept', 'dropped', 'unreadable'):
+        assert report[key] == getattr(ref, key), key
+    records = [json.loads(line) for line in
+               (out / 'manifest.jsonl').read_text().splitlines()]
+    names = [r['name'] for r in records]
+    assert len(names) == len(set(names)) == ref.total
+    assert set(names) == {
+        json.loads(line)['path'] for line in
+        (ref_out / DECISIONS_NAME).read_text().splitlines()}

@@ -34,7 +34,7 @@ SIZE = (64, 48)
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp('demo_data')
     write_dataset(root, num_train=3, num_val=2, seed=3, size=SIZE,
-                  progress=False)
+                  progress=False, matting=True)
     return root
 
 
@@ -68,6 +68,16 @@ def test_datasets_load_generated_folders_at_the_demo_size(
                 assert ds_sample.gt_instance_labels.keypoint_weights.sum() > 0
             continue
         info = ds.get_data_info(0)
+        if task == 'matting':
+            if split == 'train':  # alpha, image, fg, bg at the input size
+                assert tuple(ds_sample.gt_matting.shape) == SIZE
+                assert ds_sample.gt_matting.data.shape[0] == 10
+            else:  # the alpha file itself, at the rendered size
+                ref = cv2.imread(info['alpha_path'], cv2.IMREAD_UNCHANGED)
+                np.testing.assert_allclose(
+                    ds_sample.gt_alpha.data.numpy()[0], ref / 65535.0,
+                    atol=1e-7)
+            continue
         mask = cv2.imread(info.get('seg_map_path', info.get('mask_path')),
                           cv2.IMREAD_UNCHANGED)
         if task == 'seg':
@@ -134,7 +144,8 @@ def test_each_task_gets_its_own_input_size(data, tmp_path):
     """Pose crops and the dense tasks' whole images are sized separately;
     the rendered images keep their own size."""
     settings = DemoSettings(image_size=SIZE, input_sizes=dict(
-        pose=(96, 64), seg=(32, 48), depth=(48, 32), normal=(64, 48)))
+        pose=(96, 64), seg=(32, 48), depth=(48, 32), normal=(64, 48),
+        matting=(48, 32)))
     for task, (h, w) in settings.input_sizes.items():
         cfg = adapt_config(
             Config.fromfile(str(ROOT / 'configs' / DEMO_TASKS[task].config)),
@@ -177,7 +188,7 @@ def test_table_marks_the_direction_of_each_metric():
 def test_demo_smoke_run(tmp_path):
     """``demo/main_job.py --smoke``: every step of the main job on a few images
     and iterations (CI's variant of ``make demo``)."""
-    out = tmp_path / 'demo'
+    out = tmp_path / 'work_dirs' / 'demo'  # where make demo writes
     env = dict(os.environ, OMP_NUM_THREADS='1')
     proc = subprocess.run(
         [sys.executable, str(ROOT / 'demo/main_job.py'), '--smoke', '--out-dir',
@@ -206,5 +217,49 @@ def test_demo_smoke_run(tmp_path):
     assert len(per_image) == 8 and set(per_image.values()) == {1}
     img = cv2.imread(str(out / 'data/val/images' / ann['images'][0]['file_name']))
     assert img.shape == (256, 192, 3)
-    assert any('pose (1/4, input 192x144)' in ln for ln in lines)
+    assert any(f'pose (1/{len(DEMO_TASKS)}, input 192x144)' in ln
+               for ln in lines)
     assert any(ln.startswith('elapsed: ') for ln in lines)
+    # one config per work dir, under the demo's name; the checkpoint
+    # carries it as data
+    for task in DEMO_TASKS:
+        assert sorted(p.name for p in (out / task).glob('*.py')) == [
+            'demo_config.py']
+    # the demo ends with the commands that run its models
+    cmd = next(ln for ln in lines if 'python -m sapiens_mm photo.jpg' in ln)
+    assert all(f'--{t} ' in cmd for t in DEMO_TASKS)
+    assert any('python -m sapiens_mm video.mp4' in ln for ln in lines)
+    _readme_commands_run(tmp_path, env)
+
+
+def _readme_block(name, page='README.md'):
+    """The code of ``page`` (README.md or a docs page) between
+    ``<!-- name:start -->`` and ``<!-- name:end -->`` (one fenced block)."""
+    text = (ROOT / page).read_text()
+    block = text.split(f'<!-- {name}:start -->')[1].split(
+        f'<!-- {name}:end -->')[0]
+    return block.split('```', 2)[1].split('\n', 1)[1]
+
+
+def _readme_commands_run(root, env):
+    """README's first screen (set-up to a photo result) and the stock front
+    end example of docs/inference.md, executed as written in ``root`` where
+    the demo wrote ``work_dirs/demo``: the first command, ``make demo``, is the shortened
+    demo just run; ``.venv/bin/python`` is this interpreter."""
+    env = dict(env, PYTHONPATH=str(ROOT))
+    commands = _readme_block('first-photo').strip().splitlines()
+    assert commands[0] == 'make demo' and len(commands) == 3
+    for command in commands[1:]:
+        proc = subprocess.run(
+            command.replace('.venv/bin/python', sys.executable), shell=True,
+            cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, (command, proc.stderr[-3000:])
+    for task in DEMO_TASKS:
+        vis = cv2.imread(str(root / 'outputs' / task / 'astronaut.png'))
+        assert vis is not None and vis.std() > 0
+    proc = subprocess.run([sys.executable, '-c',
+                           _readme_block('stock-frontends',
+                                         'docs/inference.md')], cwd=root,
+                          env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]

@@ -16,6 +16,8 @@ import pytest
 from cluster_helpers import free_port
 from PIL import Image
 
+from sapiens_mm.visualization.legend import panel_width
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
 CHROMEDRIVER = shutil.which('chromedriver')
@@ -134,11 +136,25 @@ def test_astronaut(server, browser, tmp_path):
     with urllib.request.urlopen(src, timeout=30) as r:
         overlays = cv2.imdecode(np.frombuffer(r.read(), np.uint8),
                                 cv2.IMREAD_COLOR)
-    # input, pose and depth panels side by side (512 + 28 px title bars)
-    assert overlays.shape[0] == 540 and overlays.shape[1] == 3 * 512 + 2 * 8
-    depth_panel = overlays[28:, 2 * (512 + 8):]
+    # the results get the page's width, and the picture is shown at its
+    # own size (or the full width): the keys' text is not scaled down
+    box = browser.find_element(By.ID, 'overlays')
+    page_w = browser.execute_script('return document.body.clientWidth')
+    assert box.size['width'] >= 0.8 * page_w, (box.size, page_w)
+    img = browser.find_element(By.CSS_SELECTOR, '#overlays img')
+    natural = browser.execute_script('return arguments[0].naturalWidth', img)
+    assert img.size['width'] >= 0.95 * min(natural, box.size['width']), (
+        img.size, natural, box.size)
+    # input and pose in the first row, depth (with its colour bar) in the
+    # second (512 + 28 px title bars, rows 8 px apart)
+    bar = panel_width(512)  # the depth panel is 512 px high already
+    assert overlays.shape[0] == 2 * 540 + 8
+    assert overlays.shape[1] == max(2 * 512 + 8, 512 + bar)
+    depth_panel = overlays[540 + 8 + 28:, :512]
     assert depth_panel.std() > 5  # a colour map, not a blank panel
-    pose_panel = overlays[28:, 512 + 8:2 * 512 + 8].astype(int)
+    key = overlays[540 + 8 + 28:, 512:512 + bar]
+    assert key.std() > 5 and not np.array_equal(key, depth_panel[:, :bar])
+    pose_panel = overlays[28:540, 512 + 8:2 * 512 + 8].astype(int)
     inp = cv2.resize(data.astronaut()[..., ::-1], (512, 512)).astype(int)
     assert np.abs(pose_panel - inp).mean() < 40  # the photo under the pose
     # downloads: the input, the pose JSON + PNG, the depth .npy + PNG
@@ -200,8 +216,11 @@ def test_webcam_snapshot_and_checkpoints(tmp_path):
     overlays, files, status = demo.run(None, rgb, ['depth'],
                                        {'depth': ckpt.name})
     assert status == 'Ran depth on webcam (40x60); 3 file(s) to download.'
-    # input and depth panels, 512 px high plus the title bar
-    assert overlays.shape == (540, 2 * round(40 * 512 / 60) + 8, 3)
+    # input and depth panels in one row, 512 px high plus the title bar;
+    # the depth panel with its colour bar
+    assert overlays.shape == (
+        540, round(40 * 512 / 60) + 8 + round(
+            (40 + panel_width(60)) * 512 / 60), 3)
     assert sorted(Path(f).name for f in files) == [
         'depth_webcam.npy', 'depth_webcam.png', 'input_webcam.png']
     # the snapshot is RGB: the saved input is its BGR version
@@ -212,3 +231,54 @@ def test_webcam_snapshot_and_checkpoints(tmp_path):
                       'first.')
     _, _, status = demo.run(None, rgb, [], {})
     assert status == '**Error:** Choose at least one task.'
+
+
+def test_checkpoints_with_their_configs_and_readable_keys(tmp_path):
+    """A checkpoint that does not carry its config (a narrower head than the
+    shipped tiny config) runs with --seg-config; without it the page names
+    the differing option. The seg picture keeps its legend, at the scale of
+    the image, beside it."""
+    import torch
+    from mmengine.config import Config
+    from tiny_configs import TINY
+
+    from sapiens_mm.apis.inference import init_model
+    from sapiens_mm.demo.web import WebDemo, find_checkpoints
+    cfg = Config.fromfile(str(TINY['seg']))
+    cfg.model.decode_head.update(channels=32, deconv_out_channels=(32, ) * 3,
+                                 conv_out_channels=(32, ) * 3)
+    cfg_path = tmp_path / 'narrow_seg.py'
+    cfg.dump(str(cfg_path))
+    (tmp_path / 'ckpts').mkdir()
+    ckpt = tmp_path / 'ckpts/iter_10.pth'
+    torch.save({'state_dict': init_model(cfg).state_dict(), 'meta': {}},
+               ckpt)
+    found = find_checkpoints([str(tmp_path / 'ckpts')])
+    assert found['seg'] == {ckpt.name: str(ckpt)}
+    rgb = np.zeros((120, 90, 3), np.uint8)
+    rgb[20:100, 30:60] = (200, 120, 40)
+    bare = WebDemo(found, device='cpu', out_root=str(tmp_path / 'bare'))
+    overlays, _, status = bare.run(None, rgb, ['seg'], {'seg': ckpt.name})
+    assert overlays is None
+    assert 'model.decode_head.deconv_out_channels 32 in the file, 64 in ' \
+        'sapiens_tiny-200e_goliath-256x192.py' in status, status
+    assert 'start the web demo with --seg-config CFG' in status
+    assert 'dict(config=' not in status
+    demo = WebDemo(found, device='cpu', out_root=str(tmp_path / 'runs'),
+                   configs={'seg': str(cfg_path)})
+    assert demo.choices('seg')[:2] == [ckpt.name,
+                                       'narrow_seg.py (random weights)']
+    overlays, _, status = demo.run(None, rgb, ['seg'], {'seg': ckpt.name})
+    assert status.startswith('Ran seg on webcam'), status
+    # input and seg in one row; the seg panel is wider than the input's:
+    # its legend, white with dark text, beside the image
+    panel_w = round(90 * 512 / 120)
+    seg = overlays[28:, panel_w + 8:]
+    assert seg.shape[1] > panel_w + 50
+    legend = seg[:, panel_w:]
+    assert (legend > 200).all(-1).mean() > 0.5  # white panel
+    assert (legend < 80).all(-1).any()  # text
+    image = overlays[28:, :legend.shape[1]]
+    assert not np.array_equal(legend, image)
+    with pytest.raises(ValueError, match='unknown task'):
+        WebDemo(found, configs={'matte': str(cfg_path)})

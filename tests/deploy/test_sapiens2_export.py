@@ -12,7 +12,7 @@ from sapiens_mm.deploy import ExportedModel, export_model, read_metadata
 
 # pointmap: its scale branch fixes the size (256x192 for the tiny config)
 SIZES = dict(pose=(64, 48), seg=(64, 48), normal=(64, 48),
-             albedo=(64, 48), pointmap=(256, 192))
+             albedo=(64, 48), matting=(64, 48), pointmap=(256, 192))
 
 
 def eager_output(task, model, cfg, images):

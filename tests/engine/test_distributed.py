@@ -84,7 +84,8 @@ def test_cpu_distributed_config(tmp_path):
     assert 'model_wrapper_cfg' not in cfg
     # Training hooks added to every run.
     assert [h.type for h in cfg.custom_hooks] == [
-        'ReseedHook', 'BestCheckpointGuardHook', 'NonFiniteLossHook']
+        'ReseedHook', 'BestCheckpointGuardHook', 'ConfigDataHook',
+        'NonFiniteLossHook']
 
 
 @pytest.mark.parametrize('name', [

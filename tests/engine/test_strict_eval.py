@@ -130,16 +130,14 @@ def test_empty_or_random_checkpoint_one_line(setup, capsys, content):
     assert 'weights_only' not in msg
 
 
-def test_malformed_coco_annotation_file_is_named(tmp_path, capsys):
-    """A pose config whose COCO annotation file is cut short: the error
-    names the file (json.JSONDecodeError alone does not)."""
+def _tools_test_error(tmp_path, capsys, ann, evaluator):
+    """The one-line error of tools/test.py on the tiny pose config whose
+    test split and metric read ``ann``."""
     from tiny_configs import TINY
-    ann = tmp_path / 'person_keypoints_val.json'
-    ann.write_text('{"images": [{"id": 1, ')
     cfg = Config.fromfile(str(TINY['pose']))
     cfg.test_dataloader.dataset.update(data_root=str(tmp_path),
-                                       ann_file=ann.name)
-    cfg.test_evaluator = dict(type='CocoMetric', ann_file=str(ann))
+                                       ann_file=ann.name, bbox_file=None)
+    cfg.test_evaluator = dict(type=evaluator, ann_file=str(ann))
     cfg.model.backbone.init_cfg = None
     cfg_path = tmp_path / 'pose.py'
     cfg.dump(str(cfg_path))
@@ -149,10 +147,34 @@ def test_malformed_coco_annotation_file_is_named(tmp_path, capsys):
     torch.save({'state_dict': MODELS.build(cfg.model).state_dict()},
                str(model_ckpt))
     tool = load_tool('test')
-    msg = _one_line_error(capsys, run_cli, tool.main, [
+    return _one_line_error(capsys, run_cli, tool.main, [
         str(cfg_path), str(model_ckpt), '--work-dir', str(tmp_path / 'w')
     ], 'tools/test.py')
+
+
+def test_malformed_coco_annotation_file_is_named(tmp_path, capsys):
+    """A pose config whose COCO annotation file is cut short: the error
+    names the file (json.JSONDecodeError alone does not)."""
+    ann = tmp_path / 'person_keypoints_val.json'
+    ann.write_text('{"images": [{"id": 1, ')
+    msg = _tools_test_error(tmp_path, capsys, ann, 'CocoMetric')
     assert f'Annotation file {ann} is not valid JSON' in msg
+
+
+def test_nan_ground_truth_box_is_named(tmp_path, capsys):
+    """A NaN ground-truth box (accepted by mmpose, it changed AP) ends
+    tools/test.py with one line naming the file and the entry."""
+    ann = tmp_path / 'goliath_val.json'
+    ann.write_text(json.dumps(dict(
+        images=[dict(id=7, file_name='a.jpg', width=64, height=64)],
+        annotations=[dict(id=3, image_id=7, category_id=1, iscrowd=0,
+                          bbox=[1, 2, float('nan'), 40], area=800.0,
+                          num_keypoints=308, keypoints=[5, 5, 2] * 308)],
+        categories=[dict(id=1, name='person')])))
+    msg = _tools_test_error(tmp_path, capsys, ann, 'GoliathMetric')
+    assert msg.startswith(f'tools/test.py: error: {ann}: annotations[0] '
+                          '(id 3, image_id 7): "bbox" [1, 2, nan, 40] has a '
+                          'non-finite value')
 
 
 def test_unwritable_work_dir_one_line(setup, capsys):

@@ -11,9 +11,10 @@ __all__ = ['small_cfg', 'image', 'peaked_heatmaps', 'well_posed',
            'write_video', 'count_frames']
 
 
-def small_cfg(task, hw=(64, 48)):
-    """The tiny config of ``task`` at an (H, W) = ``hw`` input."""
-    cfg = Config.fromfile(str(TINY[task]))
+def small_cfg(task, hw=(64, 48), path=None):
+    """The tiny config of ``task`` (or the config file ``path`` of that
+    task) at an (H, W) = ``hw`` input."""
+    cfg = Config.fromfile(str(path or TINY[task]))
     h, w = hw
     cfg.model.backbone.img_size = (h, w)
     pipeline = cfg.test_dataloader.dataset.pipeline

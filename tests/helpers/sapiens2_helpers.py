@@ -21,10 +21,12 @@ LEAF = {
 
 def leaf(task, size):
     """Path of the shipped config of ``task`` at ``size``: the one file of
-    ``configs/sapiens2/<task>/`` named ``sapiens2_<size>-*.py`` (found on
+    ``configs/sapiens2/<task>/`` named ``sapiens2_<size>-*.py`` (matting,
+    under its official name: ``sapiens2_<size>_matting_*.py``) (found on
     disk, so a test comparing with the model zoo's answer checks the zoo
     against the config files, not against a copy of its own table)."""
-    found = sorted(LEAF[task].glob(f'sapiens2_{size}-*.py'))
+    found = sorted(LEAF[task].glob(f'sapiens2_{size}-*.py')) + sorted(
+        LEAF[task].glob(f'sapiens2_{size}_{task}_*.py'))
     assert len(found) == 1, (task, size, found)
     return found[0]
 
@@ -50,6 +52,13 @@ def dense_samples(task, H, W, n=2):
                                   torch.linspace(-1, 1, W), indexing='ij')
             s.gt_normal_map = PixelData(data=torch.nn.functional.normalize(
                 torch.stack([x, y, -torch.ones_like(x)]), dim=0))
+        elif task == 'matting':
+            # alpha: a soft vertical edge; image, foreground, background
+            alpha = torch.linspace(-1, 2, W).clamp(0, 1).expand(1, H, W)
+            fg = torch.full((3, H, W), 0.8)
+            bg = torch.full((3, H, W), 0.1)
+            s.gt_matting = PixelData(data=torch.cat(
+                [alpha, alpha * fg + (1 - alpha) * bg, fg, bg]))
         elif task == 'albedo':
             ramp = torch.linspace(0, 1, W).expand(H, W)
             s.gt_albedo_map = PixelData(

@@ -36,7 +36,7 @@ def test_v1_names_are_unchanged_and_pretrain_files_refused():
 
 
 @pytest.mark.parametrize('task', ['pose', 'seg', 'normal', 'pointmap',
-                                  'albedo'])
+                                  'albedo', 'matting'])
 def test_renamed_official_layout_files_are_recognised_by_their_weights(
         tmp_path, task):
     _, model = build_tiny(task)

@@ -81,7 +81,7 @@ def main() -> int:
             for sub in ('images', 'masks', 'depths', 'normals'):
                 os.makedirs(os.path.join(tmp, 'train', sub))
             wall, cpu = timed(lambda i: render_and_save(
-                (tmp, 'train', i, 0, size, args.max_people)), args.num)
+                (tmp, 'train', i, 0, size, args.max_people, False)), args.num)
         print(f'render + write PNG/NPY: {1 / wall:.1f} images/s wall '
               f'({1e3 * wall:.1f} ms/image), {1 / cpu:.1f} images/s CPU '
               f'time ({1e3 * cpu:.1f} ms/image)')

@@ -1,10 +1,11 @@
-# COCO 17-keypoint person data (mmpose's stock CocoDataset and CocoMetric):
+# COCO 17-keypoint person data (mmpose's CocoDataset and CocoMetric, with the
+# annotation files checked: CheckedCocoDataset, CheckedCocoMetric):
 #   <data_root>/train2017/, <data_root>/val2017/
 #   <data_root>/annotations/person_keypoints_{train,val}2017.json
 #   <data_root>/person_detection_results/
 #       COCO_val2017_detections_AP_H_70_person.json  (Sapiens release)
 _base_ = ['./pose_topdown_1024x768.py']
-dataset_type = 'CocoDataset'
+dataset_type = 'CheckedCocoDataset'
 data_root = 'data/coco/'
 num_keypoints = 17
 train_dataloader = dict(
@@ -38,6 +39,6 @@ val_dataloader = dict(
         pipeline={{_base_.val_pipeline}}))
 test_dataloader = val_dataloader
 val_evaluator = dict(
-    type='CocoMetric',
+    type='CheckedCocoMetric',
     ann_file=data_root + 'annotations/person_keypoints_val2017.json')
 test_evaluator = val_evaluator

@@ -1,10 +1,11 @@
-# COCO-WholeBody 133-keypoint data (mmpose's stock CocoWholeBodyDataset and
-# CocoWholeBodyMetric): COCO images with
+# COCO-WholeBody 133-keypoint data (mmpose's CocoWholeBodyDataset and
+# CocoWholeBodyMetric, with the annotation files checked:
+# CheckedCocoWholeBodyDataset, CheckedCocoWholeBodyMetric): COCO images with
 #   <data_root>/annotations/coco_wholebody_{train,val}_v1.0.json
 #   <data_root>/person_detection_results/
 #       COCO_val2017_detections_AP_H_70_person.json  (Sapiens release)
 _base_ = ['./pose_topdown_1024x768.py']
-dataset_type = 'CocoWholeBodyDataset'
+dataset_type = 'CheckedCocoWholeBodyDataset'
 data_root = 'data/coco/'
 num_keypoints = 133
 train_dataloader = dict(
@@ -38,6 +39,6 @@ val_dataloader = dict(
         pipeline={{_base_.val_pipeline}}))
 test_dataloader = val_dataloader
 val_evaluator = dict(
-    type='CocoWholeBodyMetric',
+    type='CheckedCocoWholeBodyMetric',
     ann_file=data_root + 'annotations/coco_wholebody_val_v1.0.json')
 test_evaluator = val_evaluator

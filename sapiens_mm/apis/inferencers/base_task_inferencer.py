@@ -238,8 +238,10 @@ UnreadableImageError` naming the file. Videos and webcams are for
         """BGR drawing of one image's :meth:`to_prediction`."""
         raise NotImplementedError
 
-    def write_prediction(self, sample, prediction, pred_out_dir: str) -> None:
-        """Write one image's :meth:`to_prediction` to ``pred_out_dir``."""
+    def write_prediction(self, sample, prediction, pred_out_dir: str,
+                         **kwargs) -> None:
+        """Write one image's :meth:`to_prediction` to ``pred_out_dir``
+        (``kwargs``: the subclass's extra ``postprocess_kwargs``)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------ inputs
@@ -389,7 +391,8 @@ UnreadableImageError` naming the file. Videos and webcams are for
                     preds: list,
                     visualization: List[np.ndarray],
                     return_datasamples: bool = False,
-                    pred_out_dir: str = '') -> dict:
+                    pred_out_dir: str = '',
+                    **write_kwargs) -> dict:
         """Pack (and write) the predictions.
 
         Args:
@@ -399,6 +402,8 @@ UnreadableImageError` naming the file. Videos and webcams are for
             pred_out_dir: Write each prediction under
                 ``<pred_out_dir>/<output_name>`` (see
                 :meth:`write_prediction`; '': none).
+            **write_kwargs: The subclass's extra ``postprocess_kwargs``,
+                passed to :meth:`write_prediction`.
 
         Returns:
             ``dict(predictions=[per image: :meth:`to_prediction`, or the data
@@ -409,7 +414,8 @@ UnreadableImageError` naming the file. Videos and webcams are for
                   ] if pred_out_dir or not return_datasamples else []
         if pred_out_dir:
             for sample, prediction in zip(preds, arrays):
-                self.write_prediction(sample, prediction, pred_out_dir)
+                self.write_prediction(sample, prediction, pred_out_dir,
+                                      **write_kwargs)
             print_log(f'Predictions written to {pred_out_dir}',
                       logger='current')
         return dict(predictions=list(preds) if return_datasamples else arrays,

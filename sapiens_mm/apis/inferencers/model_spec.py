@@ -10,6 +10,14 @@ used; see :mod:`sapiens_mm.zoo`), a config (file or
 checkpoint may be an exported ``.onnx`` / ``.pt2`` model: its task and
 config are read from the file; or a Hugging Face Transformers Sapiens2
 checkpoint (a folder, or its ``model.safetensors``).
+
+A checkpoint file alone is built with, in this order of preference: the
+config it carries as data (checkpoints saved by ``tools/train.py`` and
+``make demo``; see :func:`~sapiens_mm.zoo.checkpoint_config`), or the
+shipped config of the task and size told by its official file name or,
+failing that, its weights. The weights must then fit that shipped config; if
+they do not, the error names the config options that differ
+(:class:`~sapiens_mm.zoo.ConfigMismatchError`).
 """
 import os.path as osp
 from dataclasses import dataclass
@@ -24,11 +32,13 @@ from sapiens_mm.deploy.runtime import is_exported_model
 from sapiens_mm.deploy.safe_load import config_from_data
 from sapiens_mm.tasks import TASKS, task_of_config
 from sapiens_mm.zoo import (
+    ConfigMismatchError,
     ModelCard,
     SapiensModelInfo,
+    checkpoint_config,
+    config_mismatches,
     lookup_card,
     parse_checkpoint_name,
-    recognize_checkpoint,
     recognize_state_dict,
     resolve_checkpoint,
 )
@@ -76,14 +86,16 @@ def _check_task(task: Optional[str], where: str) -> None:
 
 
 def task_of_checkpoint(path: Union[str, Path]) -> str:
-    """The task of a checkpoint: a registry model's, an exported model's
-    metadata, else the model zoo's recognition (official name, then
-    weights).
+    """The task of a checkpoint, as :func:`resolve_model` builds it: a
+    registry model's, an exported model's metadata, else the config a
+    checkpoint carries as data, else the model zoo's recognition (official
+    name, then weights).
 
     Raises:
         FileNotFoundError: No such file.
         ValueError: An exported file without valid metadata.
         UnrecognizedCheckpointError: The task cannot be told.
+        UnsafeModelError: A stored config that could run code.
     """
     path = str(path)
     if is_exported_model(path):
@@ -91,7 +103,15 @@ def task_of_checkpoint(path: Union[str, Path]) -> str:
     card = lookup_card(path.partition('@')[0])
     if card is not None and not osp.exists(path):
         return card.task  # a registry model: no download needed
-    return recognize_checkpoint(resolve_checkpoint(path)[0]).task
+    info = parse_checkpoint_name(path)
+    if info is not None:  # an official file name: nothing to read
+        return info.task
+    local = resolve_checkpoint(path)[0]
+    loaded = load_file(str(local))
+    cfg = checkpoint_config(loaded, str(local))
+    if cfg is not None:
+        return task_of_config(cfg)
+    return recognize_state_dict(get_state_dict(loaded), source=str(local)).task
 
 
 def _info_of_card(card: ModelCard) -> SapiensModelInfo:
@@ -144,6 +164,9 @@ def resolve_model(spec: ModelSpec,
         HubError: A registry model could not be downloaded (one line).
         UnrecognizedCheckpointError: A checkpoint alone whose task and size
             cannot be told.
+        ConfigMismatchError: A checkpoint file alone, without a config as
+            data, whose weights do not fit the shipped config of its task
+            and size.
     """
     _check_task(task_hint, 'models')
     config = checkpoint = None
@@ -177,10 +200,20 @@ def resolve_model(spec: ModelSpec,
         cfg = load_config(card.config)
     elif config is None:
         info = parse_checkpoint_name(checkpoint)
-        if info is None:
-            state_dict = get_state_dict(load_file(checkpoint))
-            info = recognize_state_dict(state_dict, source=checkpoint)
-        cfg = load_config(info.config)
+        if info is not None:
+            cfg = load_config(info.config)
+        else:
+            loaded = load_file(checkpoint)
+            state_dict = get_state_dict(loaded)
+            cfg = checkpoint_config(loaded, checkpoint)
+            if cfg is None:
+                info = recognize_state_dict(state_dict, source=checkpoint)
+                cfg = load_config(info.config)
+                differences = config_mismatches(state_dict, cfg,
+                                                info.config.name)
+                if differences:
+                    raise ConfigMismatchError(checkpoint, info.task,
+                                              info.config.name, differences)
     else:
         cfg = load_config(config)
     task = task_of_config(cfg)

@@ -92,6 +92,9 @@ class PoseInferencer(BaseTaskInferencer):
         nms_thr: IoU threshold of the box NMS.
         kpt_thr: Keypoints below this score are not drawn.
         show_progress: Show a progress bar over the batches of a call.
+        whole_image_fallback: When the detector finds no one, use the whole
+            image as the person box (``bbox_source='whole_image'``). False:
+            such an image has no people (``bbox_source='none'``).
         det_config, det_checkpoint, det_cat_id: Deprecated spellings of
             ``det_model``, ``det_weights``, ``det_cat_ids``.
 
@@ -126,6 +129,7 @@ class PoseInferencer(BaseTaskInferencer):
                  nms_thr: float = 0.3,
                  kpt_thr: float = 0.3,
                  show_progress: bool = True,
+                 whole_image_fallback: bool = True,
                  *,
                  det_config=None,
                  det_checkpoint: Optional[str] = None,
@@ -149,6 +153,7 @@ class PoseInferencer(BaseTaskInferencer):
                                               det_weights, str(self.device),
                                               det_cat_ids)
         self.bbox_thr, self.nms_thr, self.kpt_thr = bbox_thr, nms_thr, kpt_thr
+        self.whole_image_fallback = bool(whole_image_fallback)
 
     @property
     def output_layer(self) -> torch.nn.Module:
@@ -234,6 +239,9 @@ class PoseInferencer(BaseTaskInferencer):
                                                   user_boxes)):
             boxes, scores, source = select_person_boxes(
                 img, self.detector, boxes, bbox_thr, nms_thr)
+            if source == 'whole_image' and self.detector is not None and \
+                    not self.whole_image_fallback:
+                boxes, scores, source = boxes[:0], scores[:0], 'none'
             people.append(
                 dict(skeleton=skeleton_name(self.dataset_meta),
                      bboxes=boxes,
@@ -290,10 +298,11 @@ class PoseInferencer(BaseTaskInferencer):
 
     def to_prediction(self, sample: PoseDataSample) -> dict:
         """One image's people: ``skeleton``, ``bboxes`` (N, 4) xyxy,
-        ``bbox_scores`` (N, ), ``bbox_source`` (``'user'``, ``'detector'``
-        or ``'whole_image'``), ``keypoints`` (N, K, 2) in image pixels and
-        ``keypoint_scores`` (N, K), all float32 (a merged data sample of
-        :meth:`merge_people`)."""
+        ``bbox_scores`` (N, ), ``bbox_source`` (``'user'``, ``'detector'``,
+        ``'whole_image'``, or ``'none'`` when the detector found no one and
+        ``whole_image_fallback`` is off), ``keypoints`` (N, K, 2) in image
+        pixels and ``keypoint_scores`` (N, K), all float32 (a merged data
+        sample of :meth:`merge_people`)."""
         inst = sample.pred_instances
         return dict(
             skeleton=sample.metainfo['skeleton'],
@@ -357,9 +366,11 @@ class PoseInferencer(BaseTaskInferencer):
 
     def to_json(self, frame_name: str, frame_index: Optional[int],
                 img_shape: Tuple[int, int], pose: dict) -> dict:
-        """COCO-style JSON record of one image's people (boxes xywh,
-        keypoints flattened as x, y, score; on video also each person's
-        ``track_id``, -1 for one too unsure to be tracked)."""
+        """JSON record of one image's people, COCO-like: boxes as given to
+        and returned by the inferencer, ``[x1, y1, x2, y2]`` in pixels (the
+        record says so: ``bbox_format: 'xyxy'``), keypoints flattened as
+        x, y, score; on video also each person's ``track_id``, -1 for one
+        too unsure to be tracked."""
         meta = self.dataset_meta
         names = [
             meta['keypoint_id2name'][i] for i in range(self.num_keypoints)
@@ -369,9 +380,8 @@ class PoseInferencer(BaseTaskInferencer):
                                               pose['bbox_scores'],
                                               pose['keypoints'],
                                               pose['keypoint_scores']):
-            x1, y1, x2, y2 = [float(v) for v in box]
             instances.append(
-                dict(bbox=[x1, y1, x2 - x1, y2 - y1],
+                dict(bbox=[float(v) for v in box],
                      bbox_score=float(bscore),
                      bbox_source=pose['bbox_source'],
                      skeleton=pose['skeleton'],
@@ -386,6 +396,7 @@ class PoseInferencer(BaseTaskInferencer):
                     height=int(img_shape[0]),
                     width=int(img_shape[1]),
                     skeleton=pose['skeleton'],
+                    bbox_format='xyxy',
                     num_keypoints=self.num_keypoints,
                     keypoint_names=names,
                     skeleton_links=[

@@ -1,5 +1,5 @@
 """The multi-task inferencer: pose, body parts, depth and normals at once
-(and Sapiens2's pointmaps and albedo).
+(and Sapiens2's pointmaps, albedo and human matting).
 
 :class:`SapiensInferencer` follows the conventions of mmengine's
 ``BaseInferencer`` and of ``MMPoseInferencer`` / ``MMSegInferencer``: build
@@ -53,20 +53,23 @@ from sapiens_mm.tasks import MAP_TASKS, TASKS, Task
 from sapiens_mm.tracking import (
     DepthStabilizer,
     NormalStabilizer,
+    PointmapScaleStabilizer,
     PoseTracker,
     bboxes_from_keypoints,
 )
 from sapiens_mm.utils.foreground import person_cutouts, rgba_cutout, soft_foreground
+from sapiens_mm.utils.matting import AlphaStabilizer, unpremultiply
 from sapiens_mm.utils.pointcloud import write_ply
 from sapiens_mm.visualization import SKELETON_STYLES, SkeletonStyle
 from sapiens_mm.zoo import SapiensModelInfo
 
 from ..inference import check_batch_size, resolve_device_and_dtype
 from .base_task_inferencer import BaseTaskInferencer
-from .dense_inferencer import DENSE_TASKS, DenseInferencer
+from .dense_inferencer import (DENSE_TASKS, DenseInferencer,
+                               matting_background, write_matting_files)
 from .model_spec import ModelSpec, resolve_models
 from .pose_inferencer import PoseInferencer, detector_arguments
-from .utils.display import StopRequested, show_images
+from .utils.display import StopRequested, display_problem, show_images
 from .utils.prefetch import in_background
 from .utils.sources import (
     Frame,
@@ -87,7 +90,8 @@ def _nonfinite_counts(pred: dict) -> Dict[str, int]:
     for task, sample in pred['samples'].items():
         field = {'seg': 'seg_logits', 'depth': 'pred_depth_map',
                  'normal': 'pred_normal_map', 'pointmap': 'pred_pointmap',
-                 'albedo': 'pred_albedo_map'}.get(task)
+                 'albedo': 'pred_albedo_map',
+                 'matting': 'pred_matting'}.get(task)
         data = getattr(sample, field, None) if field else None
         if data is None:
             continue
@@ -102,17 +106,26 @@ class _VideoState:
     webcam: its pose tracker, dense stabilisers and last keypoints."""
 
     def __init__(self, source: Source, tracker: Optional[PoseTracker],
-                 stabilize_alpha: Optional[float]) -> None:
+                 stabilize_alpha: Optional[float],
+                 stabilize_matting: bool = False,
+                 stabilize_pointmap_scale: bool = False) -> None:
         self.source = source
         self.tracker = tracker
         self.depth = self.normal = None
         if stabilize_alpha is not None:
             self.depth = DepthStabilizer(stabilize_alpha)
             self.normal = NormalStabilizer(stabilize_alpha)
+        self.matting = AlphaStabilizer() if stabilize_matting else None
+        self.pointmap_scale = PointmapScaleStabilizer() \
+            if stabilize_pointmap_scale else None
         #: The last frame's (unsmoothed) keypoints, scores and track IDs.
         self.keypoints: Optional[np.ndarray] = None
         self.keypoint_scores: Optional[np.ndarray] = None
         self.track_ids: Optional[np.ndarray] = None
+        #: The box each of the last frame's people last had from the
+        #: detector (or the user, or the whole image): the size below which
+        #: boxes made from keypoints do not shrink.
+        self.detected_boxes: Optional[np.ndarray] = None
 
 
 class SapiensInferencer:
@@ -168,7 +181,10 @@ class SapiensInferencer:
             smoothed). Defaults to True.
         det_interval: On videos and webcams, run the person detector every
             N frames only; the frames between take their boxes from the
-            previous frame's keypoints (as rtmlib's ``PoseTracker``).
+            previous frame's keypoints (as rtmlib's ``PoseTracker``), at
+            least a quarter of the width and height of each person's last
+            detected box; when someone's keypoint box degenerates (under a
+            tenth of it) or is lost, the detector runs on that frame.
             Defaults to 1 (every frame).
         tracker_cfg: Settings of the tracker and its filter (``iou_weight``,
             ``match_thr``, ``birth_thr``, ``max_age``, ``min_cutoff``,
@@ -180,13 +196,39 @@ class SapiensInferencer:
             Defaults to False.
         stabilize_alpha: Weight of the new frame in that average, in
             (0, 1]. Defaults to 0.5.
+        mask_with: What masks the depth / normal / pointmap / albedo
+            outputs outside the person: ``'matting'`` (the matting model's
+            alpha: arrays NaN where alpha < 0.5, visualisations blended to
+            black with the soft alpha) or ``'seg'`` (body-part labels > 0).
+            None (default): the matting model when there is one, else the
+            seg model when there is one, else nothing.
+        stabilize_matting: On videos, smooth the alpha over time
+            (:class:`~sapiens_mm.utils.matting.AlphaStabilizer`; the
+            foreground is re-multiplied by the smoothed alpha). Defaults to
+            False.
+        stabilize_pointmap_scale: On videos, bring the pointmaps to a
+            temporally smooth scale
+            (:class:`~sapiens_mm.tracking.PointmapScaleStabilizer`); each
+            frame's measured and applied scale is returned as
+            ``predictions['pointmap_scale']`` and written to
+            ``pointmap/<name>/<frame>_scale.json``. Defaults to False.
+        whole_image_fallback: When the person detector finds no one in an
+            image, run pose on the whole image (the default; said once per
+            call, as the pose may then be drawn on no one). False: no pose
+            for such images.
         det_config, det_checkpoint, det_cat_id: Deprecated spellings of
             ``det_model``, ``det_weights``, ``det_cat_ids``.
 
     Person boxes come from, in order: boxes given to ``__call__``; else the
     detector (score >= ``bbox_thr``, NMS; on video every ``det_interval``
-    frames, the previous frame's keypoints between); else the whole image.
-    Keypoints are returned in original image pixels.
+    frames, the previous frame's keypoints between); else the whole image
+    (unless ``whole_image_fallback`` is off). Keypoints are returned in
+    original image pixels.
+
+    Each call says once, in the log, when the detector found no one (and
+    the whole image was used), and when every keypoint of an image scored
+    below ``kpt_thr`` (so none is drawn), with a threshold that would draw
+    them.
 
     Decoding, person detection and pre-processing of the next batch run in
     a worker thread while the models run on the current one, and the
@@ -217,6 +259,10 @@ class SapiensInferencer:
                  tracker_cfg: Optional[dict] = None,
                  stabilize_dense: bool = False,
                  stabilize_alpha: float = 0.5,
+                 mask_with: Optional[Literal['matting', 'seg']] = None,
+                 stabilize_matting: bool = False,
+                 stabilize_pointmap_scale: bool = False,
+                 whole_image_fallback: bool = True,
                  *,
                  det_config: Optional[Union[str, Config]] = None,
                  det_checkpoint: Optional[str] = None,
@@ -246,7 +292,8 @@ class SapiensInferencer:
                     det_cat_ids=det_cat_ids,
                     bbox_thr=bbox_thr,
                     nms_thr=nms_thr,
-                    kpt_thr=kpt_thr)
+                    kpt_thr=kpt_thr,
+                    whole_image_fallback=whole_image_fallback)
             else:
                 self.task_inferencers[task] = DenseInferencer(
                     model=spec.cfg,
@@ -281,7 +328,27 @@ class SapiensInferencer:
         if stabilize_dense:
             DepthStabilizer(stabilize_alpha)  # validates alpha
             self.stabilize_alpha = float(stabilize_alpha)
+        self.mask_with = self._mask_source(mask_with)
+        self.stabilize_matting = bool(stabilize_matting)
+        self.stabilize_pointmap_scale = bool(stabilize_pointmap_scale)
         self._video: Optional[_VideoState] = None
+        #: What the current call has said once (see :meth:`_say_once`).
+        self._said: set = set()
+
+    def _mask_source(self, mask_with: Optional[str]) -> Optional[str]:
+        """The task whose output masks the dense outputs (see
+        ``mask_with``), checked against the models."""
+        if mask_with is None:
+            return next((t for t in ('matting', 'seg')
+                         if t in self.task_inferencers), None)
+        if mask_with not in ('matting', 'seg'):
+            raise ValueError(f'mask_with must be "matting" or "seg", got '
+                             f'{mask_with!r}.')
+        if mask_with not in self.task_inferencers:
+            raise ValueError(
+                f'mask_with={mask_with!r} (--mask-with) needs a {mask_with} '
+                f'model: give --{mask_with} or a {mask_with} checkpoint.')
+        return mask_with
 
     # ------------------------------------------------------------ set-up
     #: ``batch_size`` if it is a positive int, else a ``ValueError``
@@ -322,8 +389,48 @@ class SapiensInferencer:
         if self._video is None or self._video.source is not src:
             tracker = self._new_tracker() if (
                 self.track and 'pose' in self.task_inferencers) else None
-            self._video = _VideoState(src, tracker, self.stabilize_alpha)
+            self._video = _VideoState(src, tracker, self.stabilize_alpha,
+                                      self.stabilize_matting,
+                                      self.stabilize_pointmap_scale)
         return self._video
+
+    def _say_once(self, key: str, message: str) -> None:
+        """Log ``message`` unless this call has said ``key`` already."""
+        if key not in self._said:
+            self._said.add(key)
+            print_log(message + ' (Said once per run.)', logger='current',
+                      level=30)
+
+    def _pose_notices(self, where: str, pose: dict) -> None:
+        """Say the fallbacks of one frame's pose: the whole image used as
+        the person box, no person, every keypoint below ``kpt_thr``."""
+        detector = self.detector
+        if pose['bbox_source'] == 'whole_image' and detector is not None:
+            self._say_once(
+                'whole_image',
+                f'{where}: the person detector ({type(detector).__name__}) '
+                'found no one, so pose ran on the whole image as one person '
+                '(its skeleton may be drawn on no one). whole_image_fallback='
+                'False (CLI: --no-whole-image-fallback) leaves such images '
+                'without pose; bbox_source in the pose JSON says which box '
+                'each image used.')
+        elif pose['bbox_source'] == 'none':
+            self._say_once(
+                'no_person', f'{where}: the person detector found no one: no '
+                'pose for this image (whole_image_fallback is off).')
+        scores = np.asarray(pose['keypoint_scores'], np.float32)
+        finite = scores[np.isfinite(scores)]
+        if finite.size and not (finite >= self.kpt_thr).any():
+            # about half the keypoints score at least the median
+            suggest = max(0.01, np.floor(np.median(finite) * 100) / 100)
+            self._say_once(
+                'kpt_thr',
+                f'{where}: every keypoint scored below the drawing threshold '
+                f'kpt_thr={self.kpt_thr:g} (highest {finite.max():.2f}), so '
+                f'no keypoint is drawn; kpt_thr={suggest:g} (CLI: --kpt-thr '
+                f'{suggest:g}) draws about half of them. Scores this low '
+                'mean the model is unsure: an untrained model, or no person '
+                'in the box.')
 
     def _skip(self, src: Source, reason: str) -> None:
         name = src.path or src.name
@@ -347,7 +454,9 @@ class SapiensInferencer:
                  show_progress: bool = True,
                  skeleton_style: SkeletonStyle = 'mmpose',
                  export_formats: Sequence[str] = (),
-                 save_mask: bool = False) -> List[dict]:
+                 save_mask: bool = False,
+                 background=None,
+                 alpha_bits: int = 8) -> List[dict]:
         """Run the tasks on ``inputs`` and return one result per image or
         video frame. See :meth:`stream` for the arguments and results; this
         collects them in a list (use :meth:`stream` for webcams and long
@@ -368,7 +477,9 @@ class SapiensInferencer:
                         show_progress=show_progress,
                         skeleton_style=skeleton_style,
                         export_formats=export_formats,
-                        save_mask=save_mask))
+                        save_mask=save_mask,
+                        background=background,
+                        alpha_bits=alpha_bits))
 
     def stream(self,
                inputs: InputsType,
@@ -386,7 +497,9 @@ class SapiensInferencer:
                show_progress: bool = True,
                skeleton_style: SkeletonStyle = 'mmpose',
                export_formats: Sequence[str] = (),
-               save_mask: bool = False) -> Iterator[dict]:
+               save_mask: bool = False,
+               background=None,
+               alpha_bits: int = 8) -> Iterator[dict]:
         """Run the tasks on ``inputs``, yielding one result per image or
         video frame as soon as it is ready.
 
@@ -413,7 +526,9 @@ class SapiensInferencer:
             return_datasamples: Add the raw data samples of each task.
             no_save_pred: Do not write predictions to ``out_dir``.
             no_save_vis: Do not write visualisations to ``out_dir``.
-            show: Show the visualisations in windows (``q`` / Esc stops).
+            show: Show the visualisations in windows (``q`` / Esc stops);
+                a ``RuntimeError`` before anything runs when no window can
+                open (no display, or a headless OpenCV).
             wait_time: ``cv2.waitKey`` time when showing, in ms.
             draw_bbox: Draw person boxes on the pose visualisation.
             max_frames: Read at most this many frames of each video /
@@ -432,6 +547,13 @@ class SapiensInferencer:
                 x 255), ``mask/<name>_rgba.png`` (the image with that alpha)
                 and ``mask/<name>_person<i>.png`` (one cut-out per pose box,
                 when pose runs).
+            background: What a matting model's person is composited onto
+                in its visualisation (``matting/<name>.png``, or the
+                video ``matting/<name>.mp4``: a green-screen cut-out by
+                default): a colour (name, ``#RRGGBB``, ``R,G,B``), an image
+                file or a BGR array.
+            alpha_bits: Bit depth of the matting alpha PNGs
+                (``matting/<name>_alpha.png``), 8 or 16. Defaults to 8.
 
         Yields:
             dict: ``input`` (path or name), ``name``, ``frame_index`` (None
@@ -444,9 +566,13 @@ class SapiensInferencer:
             ``seg``: (H, W) uint8 labels; ``depth``: (H, W)
             float32 relative depth (larger = farther); ``normal``: (H, W, 3)
             float32 unit normals; Sapiens2 ``pointmap``: (H, W, 3) float32
-            metric camera-frame XYZ, ``albedo``: (H, W, 3) float32 RGB.
-            When seg ran, depth, normals, pointmaps and albedo are NaN
-            outside the person foreground (label > 0). Also ``pred_files``
+            metric camera-frame XYZ, ``albedo``: (H, W, 3) float32 RGB,
+            ``matting``: (H, W, 4) float32, the pre-multiplied foreground
+            RGB and alpha in [0, 1] (written as ``.npy``, ``_alpha.png`` and
+            the RGBA cut-out ``_rgba.png``).
+            When matting or seg ran (see ``mask_with``), depth, normals,
+            pointmaps and albedo are NaN outside the person. Also
+            ``pred_files``
             and ``vis_files`` ({task: path} of what was written; a pointmap
             adds ``pointmap_ply``, the coloured point cloud of its finite
             points), ``nonfinite`` ({task: number of NaN / inf values the
@@ -457,8 +583,23 @@ class SapiensInferencer:
         """
         batch_size = self.check_batch_size(batch_size or self.batch_size)
         self._check_output_options(skeleton_style, export_formats, save_mask)
+        if alpha_bits not in (8, 16):
+            raise ValueError(f'alpha_bits must be 8 or 16, got '
+                             f'{alpha_bits!r}.')
+        if background is not None and 'matting' not in self.task_inferencers:
+            raise ValueError('background (--background) is what a matting '
+                             'model composites the person onto: give a '
+                             'matting model too (--matting).')
+        background = matting_background(background)
+        if show:
+            problem = display_problem()
+            if problem:
+                raise RuntimeError(
+                    f'show=True needs a window, but {problem}; call without '
+                    'show (out_dir keeps the results).')
         self.skipped = []
         self._video = None
+        self._said = set()
         sources = collect_sources(inputs)
         if not sources:
             raise ValueError('No input given.')
@@ -472,7 +613,8 @@ class SapiensInferencer:
                     show=show, wait_time=wait_time, draw_bbox=draw_bbox,
                     skeleton_style=skeleton_style,
                     export_formats=tuple(export_formats),
-                    save_mask=save_mask)
+                    save_mask=save_mask, background=background,
+                    alpha_bits=alpha_bits)
         videos = VideoWriters()
         bar = tqdm(total=total, desc='Sapiens inference', unit='img',
                    disable=not show_progress or total == 1)
@@ -642,8 +784,9 @@ class SapiensInferencer:
         for pred in preds:  # before the seg mask adds NaNs on purpose
             pred['nonfinite'] = _nonfinite_counts(pred)
         for pred in preds:  # the person foreground masks the dense outputs
-            if 'seg' in pred:
-                background = pred['seg'] == 0
+            alpha = self.person_alpha(pred)
+            if alpha is not None:
+                background = alpha < 0.5
                 for task in MAP_TASKS:
                     if task in pred:
                         pred[task][background] = np.nan
@@ -668,24 +811,39 @@ class SapiensInferencer:
             self._follow(frame, pred)
         return preds
 
+    def person_alpha(self, pred: dict) -> Optional[np.ndarray]:
+        """(H, W) float32 alpha of the person in one frame's prediction:
+        the matting alpha or the seg foreground (labels > 0, as 0 / 1),
+        as ``mask_with`` picks; None without either."""
+        if self.mask_with == 'matting' and 'matting' in pred:
+            return pred['matting'][..., 3]
+        if self.mask_with == 'seg' and 'seg' in pred:
+            return (pred['seg'] > 0).astype(np.float32)
+        return None
+
     def _pose_from_last_frame(self, frame: Frame, batch_size: int) -> dict:
         """Pose of a frame without detection: boxes around the previous
-        frame's people (the detector when there were none)."""
+        frame's people, at least a quarter of the size of each one's last
+        detected box; the detector runs instead when there were none, or when
+        anyone's keypoint box degenerated (see
+        :func:`~sapiens_mm.tracking.bboxes_from_keypoints`)."""
         ti = self.task_inferencers['pose']
         state = self._video_state(frame.source)
         boxes = None
-        if state.keypoints is not None:
+        if state.keypoints is not None and len(state.keypoints):
             boxes, keep = bboxes_from_keypoints(
                 state.keypoints, state.keypoint_scores, self.kpt_thr,
-                img_shape=frame.image.shape[:2])
-        if boxes is not None and not len(boxes):
-            boxes = None  # everyone was lost: detect
+                img_shape=frame.image.shape[:2],
+                reference_boxes=state.detected_boxes)
+            if len(keep) < len(state.keypoints):
+                boxes = None  # someone was lost or degenerate: detect
         prepared = ti.preprocess_images([frame.image], [frame.source.name],
                                         [boxes])
         out = ti.keypoints_of(
             prepared, ti.forward_batches(prepared['packed'], batch_size))[0]
         if boxes is not None:
             out['pose']['bbox_source'] = 'keypoints'
+            out['pose']['detected_boxes'] = state.detected_boxes[keep]
             if state.track_ids is not None:  # each box's track is known
                 out['pose']['known_ids'] = state.track_ids[keep]
         return out
@@ -700,6 +858,10 @@ class SapiensInferencer:
         pose = pred.get('pose')
         if pose is not None:
             known = pose.pop('known_ids', None)
+            detected = pose.pop('detected_boxes', None)
+            state.detected_boxes = np.asarray(
+                pose['bboxes'] if detected is None else detected,
+                np.float32).reshape(-1, 4)
             state.keypoints = pose['keypoints']
             state.keypoint_scores = pose['keypoint_scores']
             if state.tracker is not None:
@@ -712,15 +874,31 @@ class SapiensInferencer:
             pred['depth'] = state.depth(pred['depth'])
         if state.normal is not None and 'normal' in pred:
             pred['normal'] = state.normal(pred['normal'])
+        if state.matting is not None and 'matting' in pred:
+            matte = pred['matting']
+            alpha = state.matting(matte[..., 3])
+            # keep the foreground colour, re-multiplied by the new alpha
+            colour = unpremultiply(matte[..., :3], matte[..., 3])
+            pred['matting'] = np.concatenate(
+                [colour * alpha[..., None], alpha[..., None]], -1)
+        if state.pointmap_scale is not None and 'pointmap' in pred:
+            pred['pointmap'] = state.pointmap_scale(pred['pointmap'], t)
+            pred['pointmap_scale'] = dict(
+                measured=state.pointmap_scale.measured,
+                applied=state.pointmap_scale.smoothed)
 
     def visualize(self, frame: Frame, pred: dict,
                   draw_bbox: bool = True,
-                  skeleton_style: SkeletonStyle = 'mmpose'
-                  ) -> Dict[str, np.ndarray]:
-        """BGR visualisation of each task's prediction for one frame
-        (depth and normals black outside the seg foreground; the pose in
-        ``skeleton_style``)."""
-        fg = pred['seg'] > 0 if 'seg' in pred else None
+                  skeleton_style: SkeletonStyle = 'mmpose',
+                  background=None) -> Dict[str, np.ndarray]:
+        """BGR visualisation of each task's prediction for one frame: the
+        pose in ``skeleton_style``, the matte composited onto
+        ``background`` (green screen when None), depth / normals /
+        pointmaps / albedo outside the person (``mask_with``) black,
+        blended with the matting alpha where it is soft (the picture; the
+        key panels beside it stay as drawn)."""
+        alpha = self.person_alpha(pred)
+        fg = None if alpha is None else alpha >= 0.5
         vis = {}
         for task, ti in self.task_inferencers.items():
             if task == 'pose':
@@ -728,8 +906,15 @@ class SapiensInferencer:
                                     skeleton_style)
             elif task == 'seg':
                 vis[task] = ti.draw(frame.image, pred['seg'])
+            elif task == 'matting':
+                vis[task] = ti.draw(frame.image, pred['matting'],
+                                    background=background)
             else:
                 vis[task] = ti.draw(frame.image, pred[task], fg)
+                if alpha is not None:  # the picture, not its key panel
+                    h, w = alpha.shape
+                    vis[task][:h, :w] = np.rint(
+                        vis[task][:h, :w] * alpha[..., None]).astype(np.uint8)
         return vis
 
     def postprocess(self, frame: Frame, pred: dict, videos: VideoWriters,
@@ -748,6 +933,8 @@ class SapiensInferencer:
             pred_files={},
             vis_files={},
             nonfinite=dict(pred.get('nonfinite') or {}))
+        if 'pointmap_scale' in pred:
+            result['predictions']['pointmap_scale'] = pred['pointmap_scale']
         if result['nonfinite']:
             where = result['input'] if frame.frame_index is None else \
                 f'{result["input"]} frame {frame.frame_index}'
@@ -757,6 +944,10 @@ class SapiensInferencer:
                 f'{where}: non-finite (NaN / inf) values in the {outputs}; '
                 'the model weights or the input may be corrupt.',
                 logger='current', level=30)
+        if 'pose' in pred:
+            where = result['input'] if frame.frame_index is None else \
+                f'{result["input"]} frame {frame.frame_index}'
+            self._pose_notices(where, pred['pose'])
         out_dir = opts['out_dir']
         if opts['save_pred']:
             for task in self.tasks:
@@ -779,12 +970,22 @@ class SapiensInferencer:
                         write_ply(ply, pred[task],
                                   colors=frame.image[..., ::-1])
                         result['pred_files']['pointmap_ply'] = ply
+                        if 'pointmap_scale' in pred:
+                            scale = osp.join(out_dir, task,
+                                             stem + '_scale.json')
+                            write_json(scale, pred['pointmap_scale'])
+                            result['pred_files']['pointmap_scale'] = scale
+                    elif task == 'matting':  # alpha PNG, RGBA cut-out
+                        result['pred_files'].update(write_matting_files(
+                            osp.join(out_dir, task, stem), pred[task],
+                            opts['alpha_bits']))
                 result['pred_files'][task] = path
         if opts['save_mask']:
             self._foreground(frame, pred, result, stem, out_dir)
         if opts['save_vis'] or opts['return_vis'] or opts['show']:
             vis = self.visualize(frame, pred, opts['draw_bbox'],
-                                 opts['skeleton_style'])
+                                 opts['skeleton_style'],
+                                 opts['background'])
             if opts['save_vis']:
                 for task, img in vis.items():
                     if video:

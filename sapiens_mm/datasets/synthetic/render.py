@@ -408,7 +408,8 @@ def _keypoints(fig: Figure, person: int, hits, tables, K, height, width):
 def render_sample(rng_or_seed: SeedLike, size: Tuple[int, int] = (256, 192),
                   max_people: int = 3,
                   background: Optional[str] = None,
-                  min_people: int = 1) -> Dict[str, object]:
+                  min_people: int = 1,
+                  soft_edges: bool = False) -> Dict[str, object]:
     """Render one synthetic image of ``min_people``..``max_people`` people
     with labels.
 
@@ -423,6 +424,13 @@ def render_sample(rng_or_seed: SeedLike, size: Tuple[int, int] = (256, 192),
             ``people`` lists the visible ones.
         background: ``'room'``, ``'outdoor'`` or ``'texture'``; random when
             None.
+        soft_edges: Composite the people with a soft alpha (the hard
+            coverage blurred by a separable [1 2 1]/4 kernel: a 2-pixel
+            anti-aliased edge) instead of a hard one, and return that alpha
+            with the foreground and background it was composited from
+            (matting ground truth). The image then gets no optical blur
+            (it would no longer be ``alpha F + (1 - alpha) B``), only
+            sensor noise; the random draws are those of the hard sample.
 
     Returns:
         A dict with
@@ -440,7 +448,11 @@ def render_sample(rng_or_seed: SeedLike, size: Tuple[int, int] = (256, 192),
           ``keypoints_coco`` (17, 3), ``bbox`` ``[x, y, w, h]`` of the
           visible pixels (pixel ``i`` spans ``[i, i + 1)``), ``area`` (visible
           pixel count), ``num_keypoints`` and ``num_keypoints_coco``
-          (labelled counts, v > 0).
+          (labelled counts, v > 0);
+        * with ``soft_edges``: ``alpha`` (H, W) float32 in [0, 1],
+          ``foreground`` and ``background`` (H, W, 3) uint8 RGB, with
+          ``image`` = ``alpha * foreground + (1 - alpha) * background``
+          rounded, plus sensor noise.
     """
     if background not in (None,) + BACKGROUNDS:
         raise ValueError(f'background must be one of {BACKGROUNDS} or None, '
@@ -476,11 +488,19 @@ def render_sample(rng_or_seed: SeedLike, size: Tuple[int, int] = (256, 192),
     small = np.stack([lut[_quantise(bg[c] * np.float32(gain[c])).astype(
         np.intp)] for c in range(3)], -1)
     img = _upsample2(small, height, width)
+    matte = None
+    if soft_edges:
+        back = img.copy()
     flat = img.reshape(-1, 3)
     for c in range(3):
         flat[:, c][fg] = lut[_quantise(col[c]).astype(np.intp)]
-    if rng.random() < 0.6:  # optical blur, sigma ~0.4-0.7 px
-        img = _blur121(img, rng.uniform(0.1, 0.25))
+    if soft_edges:
+        matte = _soft_composite(img, back, fg, height, width)
+        img = matte[3]
+    blur = rng.random() < 0.6
+    blur_w = rng.uniform(0.1, 0.25) if blur else 0.0
+    if blur and not soft_edges:  # optical blur, sigma ~0.4-0.7 px
+        img = _blur121(img, blur_w)
     img += (_sensor_noise(rng, height, width) *
             np.float32(rng.uniform(0, 6))).astype(np.int16)
     image = np.clip(img, 0, 255, out=img).astype(np.uint8)
@@ -512,5 +532,53 @@ def render_sample(rng_or_seed: SeedLike, size: Tuple[int, int] = (256, 192),
     instance = np.full(height * width, -1, np.int16)
     instance[fg] = remap[person_fg]
     instance = instance.reshape(height, width)
-    return dict(image=image, mask=mask, depth=hits.depth,
-                normal=hits.normal, instance=instance, K=K, people=people)
+    out = dict(image=image, mask=mask, depth=hits.depth, normal=hits.normal,
+               instance=instance, K=K, people=people)
+    if matte is not None:
+        out.update(alpha=matte[0], foreground=matte[1], background=matte[2])
+    return out
+
+
+def _soft_composite(people: np.ndarray, back: np.ndarray, fg: np.ndarray,
+                    height: int, width: int):
+    """Composite the people over the background with a soft alpha.
+
+    Args:
+        people: (H, W, 3) int16 image with the people's colours on their
+            pixels (flat indices ``fg``).
+        back: (H, W, 3) int16 background alone.
+        fg: Flat indices of the people's pixels.
+
+    Returns:
+        ``(alpha, foreground, background, composite)``: alpha (H, W)
+        float32, the hard coverage blurred by [1 2 1]/4 in x and y;
+        foreground (H, W, 3) uint8, the people's colours extended by two
+        pixels outside them (nearest person pixel) so it is defined wherever
+        alpha > 0; background (H, W, 3) uint8; the composite, int16.
+    """
+    hard = np.zeros(height * width, np.float32)
+    hard[fg] = 1.0
+    hard = hard.reshape(height, width)
+    k = np.array([0.25, 0.5, 0.25], np.float32)
+    pad = np.pad(hard, 1, mode='edge')
+    rows = k[0] * pad[:, :-2] + k[1] * pad[:, 1:-1] + k[2] * pad[:, 2:]
+    alpha = k[0] * rows[:-2] + k[1] * rows[1:-1] + k[2] * rows[2:]
+    colour = people.astype(np.float32)
+    known = hard > 0
+    for _ in range(2):  # grow the colours into the soft edge
+        grown, count = np.zeros_like(colour), np.zeros_like(hard)
+        for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+            shifted = np.roll(known, (dy, dx), axis=(0, 1))
+            valid = shifted & ~known
+            grown[valid] += np.roll(colour, (dy, dx), axis=(0, 1))[valid]
+            count[valid] += 1
+        new = count > 0
+        colour[new] = grown[new] / count[new][:, None]
+        known = known | new
+    foreground = np.clip(np.rint(colour), 0, 255).astype(np.uint8)
+    foreground[~known] = 0
+    background = np.clip(back, 0, 255).astype(np.uint8)
+    comp = alpha[..., None] * foreground + (1.0 - alpha[..., None]) * \
+        background
+    return (alpha, foreground, background,
+            np.rint(comp).astype(np.int16))

@@ -9,6 +9,14 @@ Layout (``<split>`` is ``train`` and ``val``, stems are ``000000``, ...)::
     <out>/<split>/annotations/goliath_308.json   COCO keypoints, 308 points
     <out>/<split>/annotations/coco_17.json       COCO keypoints, 17 points
 
+With ``matting=True`` the people get soft edges (see
+:func:`~.render.render_sample`'s ``soft_edges``) and each split also has
+the matting ground truth read by ``MattingFolderDataset``::
+
+    <out>/<split>/alphas/<stem>.png         uint16 (H, W) alpha * 65535
+    <out>/<split>/fgs/<stem>.png            RGB uint8 foreground
+    <out>/<split>/bgs/<stem>.png            RGB uint8 background
+
 COCO JSON (both files share images, ids, boxes and areas):
 
 * ``images``: ``{id: i + 1, file_name: "<stem>.png" (relative to images/),
@@ -45,6 +53,7 @@ from .render import render_sample
 
 SPLITS = ('train', 'val')
 SUBDIRS = ('images', 'masks', 'depths', 'normals', 'annotations')
+MATTING_SUBDIRS = ('alphas', 'fgs', 'bgs')
 
 
 def sample_seed(seed: int, split: str, index: int) -> np.random.SeedSequence:
@@ -66,11 +75,13 @@ def _kp_list(kps: np.ndarray) -> List[float]:
     return out
 
 
-def render_and_save(task: Tuple[str, str, int, int, Tuple[int, int], int]):
-    """Render image ``index`` and write its image/mask/depth/normal files."""
-    root, split, index, seed, size, max_people = task
+def render_and_save(task: Tuple[str, str, int, int, Tuple[int, int], int,
+                                bool]):
+    """Render image ``index`` and write its image/mask/depth/normal (and
+    matting) files."""
+    root, split, index, seed, size, max_people, matting = task
     sample = render_sample(sample_seed(seed, split, index), size=size,
-                           max_people=max_people)
+                           max_people=max_people, soft_edges=matting)
     stem = f'{index:06d}'
     d = Path(root) / split
     # fast zlib level: level 6 costs ~5x the time for ~10% smaller files
@@ -80,6 +91,12 @@ def render_and_save(task: Tuple[str, str, int, int, Tuple[int, int], int]):
                                          compress_level=1)
     np.save(d / 'depths' / f'{stem}.npy', sample['depth'])
     np.save(d / 'normals' / f'{stem}.npy', sample['normal'])
+    if matting:
+        alpha = np.rint(sample['alpha'] * 65535.0).astype(np.uint16)
+        Image.fromarray(alpha).save(d / 'alphas' / f'{stem}.png')
+        for key, sub in (('foreground', 'fgs'), ('background', 'bgs')):
+            Image.fromarray(sample[key]).save(d / sub / f'{stem}.png',
+                                              compress_level=1)
     people = [dict(keypoints=_kp_list(p['keypoints']),
                    keypoints_coco=_kp_list(p['keypoints_coco']),
                    bbox=p['bbox'], area=p['area'],
@@ -103,7 +120,8 @@ def _write_json(path: Path, images: List[dict], anns: List[dict], num: int,
 def write_dataset(out_dir: Union[str, Path], num_train: int, num_val: int,
                   seed: int = 0, size: Tuple[int, int] = (256, 192),
                   max_people: int = 3, num_workers: int = 0,
-                  progress: bool = True) -> Dict[str, int]:
+                  progress: bool = True,
+                  matting: bool = False) -> Dict[str, int]:
     """Render and write ``num_train`` + ``num_val`` labelled images.
 
     Args:
@@ -115,6 +133,8 @@ def write_dataset(out_dir: Union[str, Path], num_train: int, num_val: int,
         max_people: Maximum number of people per image.
         num_workers: Worker processes (0: render in this process).
         progress: Show a tqdm progress bar.
+        matting: Soft-edged people and the ``alphas`` / ``fgs`` / ``bgs``
+            folders (see the module docstring).
 
     Returns:
         Number of person annotations written per split.
@@ -124,10 +144,10 @@ def write_dataset(out_dir: Union[str, Path], num_train: int, num_val: int,
     out = Path(out_dir)
     tasks = []
     for split, n in zip(SPLITS, (num_train, num_val)):
-        for sub in SUBDIRS:
+        for sub in SUBDIRS + (MATTING_SUBDIRS if matting else ()):
             (out / split / sub).mkdir(parents=True, exist_ok=True)
         tasks += [(str(out), split, i, int(seed), (int(size[0]), int(size[1])),
-                   int(max_people)) for i in range(int(n))]
+                   int(max_people), bool(matting)) for i in range(int(n))]
     results: Dict[str, List[tuple]] = {s: [] for s in SPLITS}
     bar = tqdm(total=len(tasks), desc='synthetic humans', unit='img',
                disable=not progress)

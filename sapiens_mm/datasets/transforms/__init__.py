@@ -19,3 +19,8 @@ __all__ += ['Sapiens2TopdownAffine']
 from .random_gaussian_noise import RandomGaussianNoise  # noqa: E402
 from .random_down_up_sample import RandomDownUpSample  # noqa: E402
 __all__ += ['RandomGaussianNoise', 'RandomDownUpSample']
+from .matting_transforms import (GenerateMattingTarget,  # noqa: E402
+                                 LoadMattingAnnotations, MattingResize,
+                                 read_alpha)
+__all__ += ['LoadMattingAnnotations', 'MattingResize',
+            'GenerateMattingTarget', 'read_alpha']

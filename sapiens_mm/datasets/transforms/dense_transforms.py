@@ -479,7 +479,9 @@ class PackDenseInputs(PackSegInputs):
 
     ``gt_depth_map`` (H, W) becomes ``data_sample.gt_depth_map`` (1, H, W);
     ``gt_normal_map``, ``gt_pointmap`` and ``gt_albedo_map`` (H, W, 3)
-    become (3, H, W) fields of the same name; all float32.
+    become (3, H, W) fields of the same name, matting's ``gt_alpha`` (H, W)
+    a (1, H, W) and ``gt_matting`` (H, W, 10) a (10, H, W) field; all
+    float32.
 
     Args:
         meta_keys: Keys copied into the sample's meta information.
@@ -492,7 +494,8 @@ class PackDenseInputs(PackSegInputs):
                      'img_shape', 'pad_shape', 'scale_factor', 'flip',
                      'flip_direction', 'depth_min', 'depth_max',
                      'img_padding_size', 'pointmap_scale',
-                     'pointmap_intrinsics')
+                     'pointmap_intrinsics', 'alpha_path', 'fg_path',
+                     'bg_path')
                  ) -> None:
         super().__init__(meta_keys=tuple(meta_keys))
 
@@ -502,9 +505,12 @@ class PackDenseInputs(PackSegInputs):
         if depth is not None:
             results['gt_depth_map'] = np.ascontiguousarray(depth, np.float32)
         packed = super().transform(results)
-        for key in ('gt_normal_map', 'gt_pointmap', 'gt_albedo_map'):
+        for key in ('gt_normal_map', 'gt_pointmap', 'gt_albedo_map',
+                    'gt_matting', 'gt_alpha'):
             array = results.get(key)
             if array is not None:
+                if array.ndim == 2:
+                    array = array[..., None]
                 data = to_tensor(
                     np.ascontiguousarray(array.transpose(2, 0, 1),
                                          np.float32))

@@ -1,10 +1,12 @@
 from .best_checkpoint_guard_hook import BestCheckpointGuardHook
+from .config_data_hook import CONFIG_DATA_KEY, ConfigDataHook
 from .non_finite_loss_hook import NonFiniteLossHook
 from .reseed_hook import ReseedHook
 from .strict_load_hook import StrictLoadHook
 
 __all__ = [
-    'BestCheckpointGuardHook', 'NonFiniteLossHook', 'ReseedHook',
+    'BestCheckpointGuardHook', 'ConfigDataHook', 'CONFIG_DATA_KEY',
+    'NonFiniteLossHook', 'ReseedHook',
     'StrictLoadHook'
 ]
 from .mae_reconstruction_hook import MAEReconstructionHook  # noqa: E402

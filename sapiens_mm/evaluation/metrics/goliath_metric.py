@@ -14,6 +14,7 @@ from xtcocotools.cocoeval import COCOeval
 
 from sapiens_mm.datasets.metainfo_goliath import (
     GOLIATH_GROUPS, goliath_keypoint_groups, goliath_keypoints_from_annotation)
+from .checked_coco_metric import CheckedCocoGroundTruthMixin
 
 __all__ = ['GoliathMetric', 'keypoint_oks_stats', 'STATS_NAMES']
 
@@ -106,7 +107,7 @@ def keypoint_oks_stats(gt: Mapping,
 
 
 @METRICS.register_module()
-class GoliathMetric(CocoMetric):
+class GoliathMetric(CheckedCocoGroundTruthMixin, CocoMetric):
     """OKS AP/AR of 308-keypoint predictions, overall and per body part.
 
     The evaluation follows mmpose's ``CocoWholeBodyMetric``: COCO keypoint
@@ -130,9 +131,9 @@ class GoliathMetric(CocoMetric):
     ``'goliath'``.
 
     Args:
-        ann_file: Ground-truth COCO-format file. ``None`` (default) uses the
-            annotation file of the test dataset, or the raw annotations the
-            dataset passes along.
+        ann_file: Ground-truth COCO-format file, checked when the metric is
+            built (see :class:`CheckedCocoGroundTruthMixin`). ``None``
+            (default) uses the raw annotations the dataset passes along.
         groups: Keypoint groups to report besides the overall numbers;
             names from ``('body', 'foot', 'face', 'left_hand', 'right_hand',
             'extra')``. Defaults to all of them.

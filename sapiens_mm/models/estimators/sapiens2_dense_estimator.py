@@ -1,4 +1,5 @@
-"""Dense estimator for the Sapiens2 normal, pointmap and albedo models."""
+"""Dense estimator for the Sapiens2 normal, pointmap, albedo and matting
+models."""
 from typing import Dict, Optional, Sequence
 
 import torch
@@ -18,7 +19,7 @@ __all__ = [
 
 #: Data-sample field of each Sapiens2 dense task's prediction.
 PRED_KEY = dict(normal='pred_normal_map', pointmap='pred_pointmap',
-                albedo='pred_albedo_map')
+                albedo='pred_albedo_map', matting='pred_matting')
 
 
 def gaussian_blur3x3(x: Tensor, sigma: float = 0.8,
@@ -40,13 +41,14 @@ def finish_prediction(task: str, pred: Tensor,
                       size: Optional[Sequence[int]] = None,
                       align_corners: bool = False) -> Tensor:
     """The official per-task post-processing of a cropped (un-padded)
-    (1, 3, h, w) prediction: normals L2-normalised (clamp 1e-8), albedo
+    (1, C, h, w) prediction: normals L2-normalised (clamp 1e-8), albedo
     clamped to [0, 1], then a bilinear resize to ``size`` (H, W) (None:
     none); a pointmap is first blurred by 4 passes of a 3x3 Gaussian
-    (sigma 0.8) when the resize upsamples.
+    (sigma 0.8) when the resize upsamples; a matte (pre-multiplied
+    foreground and alpha) is clamped to [0, 1] after the resize.
 
     Returns:
-        (3, H, W).
+        (C, H, W).
     """
     if task == 'normal':
         pred = F.normalize(pred, dim=1, eps=1e-8)
@@ -59,15 +61,22 @@ def finish_prediction(task: str, pred: Tensor,
             pred = gaussian_blur3x3(pred, sigma=0.8, passes=4)
         pred = resize(pred, size=size, mode='bilinear',
                       align_corners=align_corners, warning=False)
+    if task == 'matting':
+        pred = pred.clamp(0.0, 1.0)
     return pred[0]
 
 
 def prediction_fields(task: str, pred: Tensor) -> Dict[str, PixelData]:
-    """The data-sample fields of a (3, H, W) prediction: its task's field,
-    and for a pointmap also ``pred_depth_map`` (1, H, W), its Z."""
+    """The data-sample fields of a (C, H, W) prediction: its task's field,
+    for a pointmap also ``pred_depth_map`` (1, H, W), its Z, and for a
+    matte (4, H, W) also ``pred_alpha`` (1, H, W) and ``pred_foreground``
+    (3, H, W, pre-multiplied RGB)."""
     data = {PRED_KEY[task]: PixelData(data=pred)}
     if task == 'pointmap':
         data['pred_depth_map'] = PixelData(data=pred[2:3])
+    elif task == 'matting':
+        data['pred_alpha'] = PixelData(data=pred[3:4])
+        data['pred_foreground'] = PixelData(data=pred[:3])
     return data
 
 
@@ -88,20 +97,25 @@ class Sapiens2DenseEstimator(SapiensDenseEstimator):
       (sigma 0.8) before an upsampling resize; ``pred_depth_map`` (1, h, w)
       is its Z;
     * ``'albedo'`` (:class:`Sapiens2AlbedoHead`): ``pred_albedo_map``
-      (3, h, w), clamped to [0, 1] before the resize.
+      (3, h, w), clamped to [0, 1] before the resize;
+    * ``'matting'`` (:class:`Sapiens2MattingHead`): ``pred_matting``
+      (4, h, w: pre-multiplied foreground RGB, alpha), resized then
+      clamped to [0, 1] (the whole frame is stretched to the input size,
+      so there is no padding to crop); ``pred_alpha`` (1, h, w) and
+      ``pred_foreground`` (3, h, w) are its parts.
 
     A horizontal flip (pipeline or ``test_cfg.flip``) negates X of normals
     and points.
 
     Args:
-        task: ``'normal'``, ``'pointmap'`` or ``'albedo'``.
+        task: ``'normal'``, ``'pointmap'``, ``'albedo'`` or ``'matting'``.
         **kwargs: As for :class:`SapiensDenseEstimator`.
     """
-    OUT_CHANNELS = dict(normal=3, pointmap=3, albedo=3)
+    OUT_CHANNELS = dict(normal=3, pointmap=3, albedo=3, matting=4)
     TARGET_KEY = dict(normal='gt_normal_map', pointmap='gt_pointmap',
-                      albedo='gt_albedo_map')
+                      albedo='gt_albedo_map', matting='gt_matting')
     PRED_KEY = PRED_KEY
-    INVALID = dict(normal=0.0, pointmap=0.0, albedo=-1.0)
+    INVALID = dict(normal=0.0, pointmap=0.0, albedo=-1.0, matting=-1.0)
     FLIP_NEGATES = ('normal', 'pointmap')
 
     def __init__(self,
@@ -111,7 +125,7 @@ class Sapiens2DenseEstimator(SapiensDenseEstimator):
 
     def _postprocess_one(self, pred: Tensor,
                          meta: Optional[dict]) -> Tensor:
-        """(1, 3, H, W) -> (3, h, w): crop the padding, undo a pipeline flip,
+        """(1, C, H, W) -> (C, h, w): crop the padding, undo a pipeline flip,
         then :func:`finish_prediction` at ``ori_shape``."""
         if meta is None:
             return finish_prediction(self.task, pred)

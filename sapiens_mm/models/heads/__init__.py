@@ -15,5 +15,7 @@ from .sapiens2_dense_head import Sapiens2DenseHead  # noqa: E402
 from .sapiens2_normal_head import Sapiens2NormalHead  # noqa: E402
 from .sapiens2_albedo_head import Sapiens2AlbedoHead  # noqa: E402
 from .sapiens2_pointmap_head import Sapiens2PointmapHead  # noqa: E402
+from .sapiens2_matting_head import Sapiens2MattingHead  # noqa: E402
 __all__ += ['Sapiens2HeatmapHead', 'Sapiens2DenseHead', 'Sapiens2NormalHead',
-            'Sapiens2AlbedoHead', 'Sapiens2PointmapHead']
+            'Sapiens2AlbedoHead', 'Sapiens2PointmapHead',
+            'Sapiens2MattingHead']

@@ -1,5 +1,6 @@
 """Sapiens2 dense regression head: PixelShuffle upsampling to full size."""
-from typing import List, Optional, Sequence, Tuple, Union
+import re
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch.nn as nn
 from mmseg.models.decode_heads.decode_head import BaseDecodeHead
@@ -125,6 +126,44 @@ class Sapiens2DenseHead(SapiensDepthHead):
         for module in (self.input_conv, self.upsample_blocks,
                        self.conv_layers):
             init_upsample_stack(module)
+
+    @staticmethod
+    def channels_of_state_dict(shapes: Mapping[str, Sequence[int]],
+                               prefix: str = 'decode_head.'
+                               ) -> Optional[Dict[str, Tuple[int, ...]]]:
+        """The channel plan of a head stored under ``prefix``, read from
+        its tensor shapes, in the official layout (``upsample_blocks.{j}.0``,
+        ``conv_layers.{3k}``) or the Transformers one
+        (``upsample_layers.{j}.convolution``,
+        ``conv_layers.{k}.convolution``).
+
+        Args:
+            shapes: Key -> shape (a state dict's tensors work too).
+            prefix: Where the head's keys start.
+
+        Returns:
+            ``dict(upsample_channels=..., conv_out_channels=...)``: the
+            upsampling convolutions' rows / 4 (PixelShuffle(2) turns 4 u
+            channels into u) and the 3x3 convolutions' rows; None when
+            ``shapes`` holds no such head.
+        """
+        def rows(patterns: Sequence[str]) -> Tuple[int, ...]:
+            found = {}
+            for key, shape in shapes.items():
+                for pattern in patterns:
+                    m = re.fullmatch(re.escape(prefix) + pattern, key)
+                    if m:
+                        found[int(m.group(1))] = int(tuple(shape)[0])
+            return tuple(found[i] for i in sorted(found))
+
+        upsample = rows((r'upsample_blocks\.(\d+)\.0\.weight',
+                         r'upsample_layers\.(\d+)\.convolution\.weight'))
+        convs = rows((r'conv_layers\.(\d+)\.weight',
+                      r'conv_layers\.(\d+)\.convolution\.weight'))
+        if not upsample or not convs:
+            return None
+        return dict(upsample_channels=tuple(c // 4 for c in upsample),
+                    conv_out_channels=convs)
 
     def init_weights(self) -> None:
         """Apply ``init_cfg`` (the trunk keeps its construction init)."""

@@ -142,6 +142,18 @@ class SapiensDepthHead(BaseDecodeHead):
             targets.append(sample.get(self.target_key).data)
         return torch.stack(targets, dim=0)
 
+    def check_target(self, pred: Tensor, target: Tensor) -> None:
+        """Refuse a (B, C, H, W) ``target`` that does not fit the (B,
+        out_channels, h, w) ``pred`` (here: another channel count).
+
+        Raises:
+            ValueError: The target does not fit.
+        """
+        if target.shape[1] != pred.shape[1]:
+            raise ValueError(
+                f'Target `{self.target_key}` has {target.shape[1]} channels '
+                f'but the head predicts {pred.shape[1]}.')
+
     def loss_by_feat(self, seg_logits: Tensor,
                      batch_data_samples: SampleList) -> dict:
         """Loss of the (resized) prediction against the stacked targets.
@@ -155,10 +167,7 @@ class SapiensDepthHead(BaseDecodeHead):
             ``{loss_name: loss}`` for every loss in ``loss_decode``.
         """
         target = self._stack_batch_gt(batch_data_samples).to(seg_logits)
-        if target.shape[1] != seg_logits.shape[1]:
-            raise ValueError(
-                f'Target `{self.target_key}` has {target.shape[1]} channels '
-                f'but the head predicts {seg_logits.shape[1]}.')
+        self.check_target(seg_logits, target)
         pred = resize(seg_logits, size=target.shape[2:], mode='bilinear',
                       align_corners=self.align_corners, warning=False)
         losses_decode = (self.loss_decode if isinstance(

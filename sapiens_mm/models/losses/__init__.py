@@ -13,3 +13,6 @@ from .body_part_dice_loss import BodyPartDiceLoss  # noqa: E402
 from .pointmap_loss import PointmapLoss, pointmap_normals  # noqa: E402
 __all__ += ['NormalGradLoss', 'AlbedoLoss', 'BodyPartDiceLoss',
             'PointmapLoss', 'pointmap_normals']
+from .matting_loss import (MattingLoss, laplacian_pyramid,  # noqa: E402
+                           split_matting_target)
+__all__ += ['MattingLoss', 'laplacian_pyramid', 'split_matting_target']

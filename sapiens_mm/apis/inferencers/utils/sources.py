@@ -1,16 +1,23 @@
-"""Inputs of the inferencers: images, folders, arrays, videos and webcams.
+"""Inputs of the inferencers: images, folders, arrays, videos and webcams,
+and for runs at scale list files and globs.
 
 :func:`collect_sources` turns what the user gave into :class:`Source`
 entries (one per image file, array, video or webcam) with unique output
 names; :func:`iter_frames` decodes them into :class:`Frame` objects, one
-per image or video frame.
+per image or video frame. :func:`iter_sources` yields the same sources
+lazily, one at a time, for a folder tree, a list file or a glob of any size
+(the sharded runs of :mod:`sapiens_mm.engine.sharded`).
 """
+import functools
+import glob
+import json
 import os
 import os.path as osp
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import (Callable, Dict, Iterator, List, Optional, Sequence, Tuple,
+                    Union)
 
 import cv2
 import numpy as np
@@ -19,12 +26,19 @@ from mmengine.logging import print_log
 from sapiens_mm.utils.image_io import (IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
                                        ImageTooLargeError,
                                        UnreadableImageError, check_image_size,
-                                       read_image)
+                                       read_image, walk_files)
 
 __all__ = [
     'InputType', 'InputsType', 'Source', 'Frame', 'check_array',
-    'collect_sources', 'unique_names', 'iter_frames', 'count_frames'
+    'collect_sources', 'unique_names', 'iter_frames', 'count_frames',
+    'LIST_EXTENSIONS', 'is_list_file', 'is_glob', 'iter_sources',
+    'count_sources'
 ]
+
+#: File name endings of list files (one input path per line; ``.jsonl``:
+#: one JSON string or ``{"path": ...}`` object per line).
+LIST_EXTENSIONS: Tuple[str, ...] = ('.txt', '.lst', '.jsonl')
+_MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
 
 InputType = Union[str, Path, np.ndarray, int]
 InputsType = Union[InputType, Sequence[InputType]]
@@ -102,8 +116,9 @@ def collect_sources(inputs: InputsType) -> List[Source]:
 
     Args:
         inputs: An image / video / folder path, a BGR uint8 array, a webcam
-            index (``0``, ``'0'``, ``'webcam'``, ``'webcam:1'``) or a list of
-            these. Folders are searched recursively for images.
+            index (``0``, ``'0'``, ``'webcam'``, ``'webcam:1'``), a
+            :class:`Source` of :func:`iter_sources` (kept as it is) or a
+            list of these. Folders are searched recursively for images.
 
     Returns:
         One source per image (of a folder too), array, video or webcam.
@@ -113,10 +128,13 @@ def collect_sources(inputs: InputsType) -> List[Source]:
         ValueError: A folder without images, or a bad array.
         TypeError: An input of another type.
     """
-    if isinstance(inputs, (str, Path, np.ndarray, int)):
+    if isinstance(inputs, (str, Path, np.ndarray, int, Source)):
         inputs = [inputs]
     sources: List[Source] = []
     for index, item in enumerate(inputs):
+        if isinstance(item, Source):  # named already (iter_sources)
+            sources.append(replace(item, index=index))
+            continue
         if isinstance(item, np.ndarray):
             sources.append(
                 Source('array', f'array_{index:04d}', index,
@@ -291,3 +309,212 @@ def count_frames(sources: Sequence[Source],
             cap.release()
             total += min(n, max_frames) if max_frames else n
     return total
+
+
+def is_list_file(spec) -> bool:
+    """Whether an input is a list file (:data:`LIST_EXTENSIONS`)."""
+    return (isinstance(spec, (str, Path)) and osp.isfile(str(spec))
+            and str(spec).lower().endswith(LIST_EXTENSIONS))
+
+
+def is_glob(spec) -> bool:
+    """Whether an input is a glob pattern (``*``, ``?``, ``[...]``; ``**``
+    matches folders recursively) rather than an existing path."""
+    return (isinstance(spec, (str, Path)) and glob.has_magic(str(spec))
+            and not osp.exists(str(spec)))
+
+
+def _kind(path: str) -> str:
+    return 'video' if path.lower().endswith(VIDEO_EXTENSIONS) else 'image'
+
+
+def _folder_sources(folder: str, rel_dir: str, names: Sequence[str],
+                    index: int) -> List[Source]:
+    """Sources of the files ``names`` of one folder, named as
+    :func:`collect_sources` names a folder's files: ``<rel_dir>/<stem>``,
+    same stems made unique (``x``, ``x_1``...) in sorted file name order."""
+    prefix = '' if rel_dir in ('.', '') else rel_dir + '/'
+    sources = [
+        Source(_kind(n), prefix + osp.splitext(n)[0], index,
+               path=osp.join(folder, n)) for n in sorted(names)
+    ]
+    unique_names(sources)
+    return sources
+
+
+@functools.lru_cache(maxsize=16)
+def _sibling_names(folder: str, rel_dir: str) -> Dict[str, str]:
+    """``{file name: output name}`` of the images and videos of a folder
+    (:func:`_folder_sources`), for list / glob entries that share their stem
+    with another file; cached, as such entries usually come together."""
+    try:
+        names = [e.name for e in os.scandir(folder)
+                 if e.name.lower().endswith(_MEDIA_EXTENSIONS)]
+    except OSError:
+        return {}
+    return {osp.basename(s.path): s.name
+            for s in _folder_sources(folder, rel_dir, names, 0)}
+
+
+def _entry_source(path: str, rel: str, index: int) -> Source:
+    """The source of one list / glob entry: named by ``rel``, its path
+    relative to the list's / glob's folder (:func:`_relative`), without the
+    extension; a file sharing its stem with other images / videos of its
+    folder is named as a folder walk names it."""
+    rel_dir, file_name = osp.split(rel)
+    stem, ext = osp.splitext(file_name)
+    name = f'{rel_dir}/{stem}' if rel_dir else stem
+    if not osp.isfile(path):  # fails when read; no folder to look at
+        return Source(_kind(path), name, index, path=path)
+    folder = osp.dirname(path) or '.'
+    for other in _MEDIA_EXTENSIONS:
+        if other == ext.lower():
+            continue
+        if (osp.exists(osp.join(folder, stem + other))
+                or osp.exists(osp.join(folder, stem + other.upper()))):
+            name = _sibling_names(folder, rel_dir).get(file_name, name)
+            break
+    return Source(_kind(path), name, index, path=path)
+
+
+def _relative(path: str, base: str) -> str:
+    """``path`` relative to ``base`` with ``/`` separators; a path outside
+    ``base``: its absolute path without the root (never ``..``, so that no
+    output name leaves the output folder)."""
+    rel = osp.relpath(path, base)
+    if rel == '..' or rel.startswith('..' + os.sep):
+        rel = osp.splitdrive(osp.abspath(path))[1].lstrip(os.sep)
+    return rel.replace(os.sep, '/')
+
+
+def _list_entries(list_file: str) -> Iterator[Tuple[str, str]]:
+    """``(path, relative path)`` of each entry of a list file, one line at
+    a time (blank lines and ``#`` comments skipped; relative paths are
+    relative to the list's folder)."""
+    base = osp.dirname(osp.abspath(list_file))
+    jsonl = list_file.lower().endswith('.jsonl')
+    with open(list_file, encoding='utf-8') as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith('#'):
+                continue
+            if jsonl:
+                try:
+                    entry = json.loads(line)
+                    path = entry['path'] if isinstance(entry, dict) else entry
+                except (ValueError, KeyError, TypeError):
+                    path = None
+                if not isinstance(path, str):
+                    raise ValueError(
+                        f'{list_file}:{n}: expected a JSON string or an '
+                        'object with a "path" string; fix or remove the '
+                        'line.')
+                line = path
+            line = osp.expanduser(line)
+            path = osp.join(base, line)
+            rel = osp.normpath(line)
+            if osp.isabs(rel) or rel == '..' or rel.startswith('..' + os.sep):
+                rel = _relative(path, base)
+            yield path, rel.replace(os.sep, '/')
+
+
+def _glob_base(pattern: str) -> str:
+    """The folder part of ``pattern`` before its first wildcard."""
+    parts = Path(pattern).parts
+    fixed = []
+    for part in parts[:-1]:
+        if glob.has_magic(part):
+            break
+        fixed.append(part)
+    return str(Path(*fixed)) if fixed else '.'
+
+
+def iter_sources(inputs: Sequence[str],
+                 exclude: Sequence[str] = ()) -> Iterator[Source]:
+    """The image and video sources of ``inputs``, one at a time, without
+    listing them all first (a folder tree of millions of files or a list
+    file of millions of lines is read in bounded memory).
+
+    Names are those :func:`collect_sources` gives, decided from the entry
+    and its folder alone, so that every process of a sharded run names an
+    entry the same way:
+
+    * a folder: walked depth-first in sorted order (images, as
+      :func:`collect_sources`), named by their path relative to it without
+      the extension; files of one folder with the same stem become ``x``,
+      ``x_1``...;
+    * a list file (:data:`LIST_EXTENSIONS`): its entries (images or
+      videos; missing or unreadable ones are yielded too, and fail when
+      read), named by their path relative to the list's folder (entries
+      outside it: their absolute path without the root);
+    * a glob (``data/**/*.jpg``): its matching image and video files, named
+      by their path relative to the folder before the first wildcard;
+    * image and video files: named by their stem, made unique among them.
+
+    Args:
+        inputs: Either one folder, list file or glob, or image / video
+            files (several large inputs could give two entries one name:
+            run them separately or list them in one file).
+        exclude: Folders whose contents a folder walk skips (the output
+            folder).
+
+    Yields:
+        :class:`Source` objects (kind ``'image'`` or ``'video'``).
+
+    Raises:
+        ValueError: Several folders / lists / globs, or one mixed with
+            files; a bad ``.jsonl`` line.
+        FileNotFoundError: A file or folder that does not exist.
+    """
+    inputs = [osp.expanduser(str(i)) for i in inputs]
+    big = [i for i in inputs if osp.isdir(i) or is_list_file(i) or is_glob(i)]
+    if big and len(inputs) > 1:
+        raise ValueError(
+            'A sharded run takes one folder, list file or glob, or image / '
+            f'video files; got {len(inputs)} inputs including {big[0]}. Put '
+            'all the paths in one list file, or run them separately.')
+    if not big:
+        for path in inputs:
+            if not osp.isfile(path):
+                raise FileNotFoundError(
+                    f'Input not found: {path}. Give a folder, a list file '
+                    f'({", ".join(LIST_EXTENSIONS)}), a glob, or image / '
+                    'video files.')
+        sources = [Source(_kind(p), osp.splitext(osp.basename(p))[0], i,
+                          path=p) for i, p in enumerate(inputs)]
+        unique_names(sources)
+        yield from sources
+        return
+    spec = big[0]
+    if osp.isdir(spec):
+        for rel_dir, names in walk_files(spec, IMAGE_EXTENSIONS, exclude):
+            folder = spec if rel_dir == '.' else osp.join(spec, rel_dir)
+            yield from _folder_sources(folder, rel_dir, names, 0)
+    elif is_list_file(spec):
+        for path, rel in _list_entries(spec):
+            yield _entry_source(path, rel, 0)
+    else:
+        base = _glob_base(spec)
+        for path in glob.iglob(spec, recursive=True):
+            if path.lower().endswith(_MEDIA_EXTENSIONS) and osp.isfile(path):
+                yield _entry_source(path, _relative(path, base), 0)
+
+
+def count_sources(inputs: Sequence[str], exclude: Sequence[str] = ()) -> int:
+    """How many sources :func:`iter_sources` yields, counted without naming
+    them (one more pass over the listing, for progress estimates)."""
+    inputs = [osp.expanduser(str(i)) for i in inputs]
+    if len(inputs) != 1:
+        return len(inputs)
+    spec = inputs[0]
+    if osp.isdir(spec):
+        return sum(
+            len(names)
+            for _, names in walk_files(spec, IMAGE_EXTENSIONS, exclude))
+    if is_list_file(spec):
+        return sum(1 for _ in _list_entries(spec))
+    if is_glob(spec):
+        return sum(1 for p in glob.iglob(spec, recursive=True)
+                   if p.lower().endswith(_MEDIA_EXTENSIONS)
+                   and osp.isfile(p))
+    return 1

@@ -1,0 +1,182 @@
+"""Keys drawn next to dense visualisations, and readable text labels.
+
+* :func:`depth_colorbar`: the depth colour map as a vertical bar, near at
+  the top, with the near and far values (metres when metric);
+* :func:`normal_key`: a sphere coloured by its own surface normals, so a
+  colour in the normal map reads as the direction the surface faces;
+* :func:`text_label`: text on a filled box, sized for the image.
+
+Panels are BGR uint8 with the image's height, to be put on the right of the
+image (as the body-part legend of :func:`~sapiens_mm.visualization.draw_seg`
+is).
+"""
+from typing import Optional, Tuple
+
+import cv2
+import numpy as np
+
+__all__ = ['depth_colorbar', 'normal_key', 'text_label', 'panel_width',
+           'font_scale', 'DEPTH_COLORMAP']
+
+#: OpenCV colour map of depth images.
+DEPTH_COLORMAP = cv2.COLORMAP_INFERNO
+_FONT = cv2.FONT_HERSHEY_SIMPLEX
+_PANEL_BG = (40, 40, 40)
+_TEXT = (255, 255, 255)
+
+
+def font_scale(height: int) -> float:
+    """OpenCV font scale for keys on an image ``height`` pixels tall: capital
+    letters about 1.9 % of the height (20 px at 1080p), at least scale 0.35
+    (8 px)."""
+    return max(0.35, height / 1080 * 0.9)
+
+
+def panel_width(height: int) -> int:
+    """Width of a key panel next to an image ``height`` pixels tall."""
+    return int(max(72, round(height * 0.2)))
+
+
+def _fit_scale(texts, width: int, scale: float) -> float:
+    """``scale`` reduced until every text fits ``width`` pixels."""
+    widest = max(cv2.getTextSize(t, _FONT, scale, 1)[0][0] for t in texts)
+    return scale * min(1.0, width / max(widest, 1))
+
+
+def _put(panel: np.ndarray, text: str, centre_x: int, baseline: int,
+         scale: float) -> None:
+    """White text centred at ``centre_x``, outlined in black (readable on
+    the panel and on the colours of the keys)."""
+    thick = max(1, int(round(scale * 2)))
+    (w, _), _ = cv2.getTextSize(text, _FONT, scale, thick)
+    org = (int(centre_x - w / 2), int(baseline))
+    cv2.putText(panel, text, org, _FONT, scale, (0, 0, 0), thick + 2,
+                cv2.LINE_AA)
+    cv2.putText(panel, text, org, _FONT, scale, _TEXT, thick, cv2.LINE_AA)
+
+
+def text_label(img: np.ndarray, text: str, anchor: Tuple[float, float],
+               color: Tuple[int, int, int],
+               scale: Optional[float] = None) -> None:
+    """Write ``text`` on a box filled with ``color`` (black or white text,
+    whichever contrasts more) with a black edge, its bottom-left corner at
+    ``anchor``, moved inside the image; drawn in place.
+
+    Args:
+        img: (H, W, 3) uint8 BGR image, changed in place.
+        text: The label.
+        anchor: (x, y) pixel of the label's bottom-left corner.
+        color: BGR fill colour.
+        scale: OpenCV font scale; None: :func:`font_scale` of the image.
+    """
+    h, w = img.shape[:2]
+    scale = font_scale(h) * 1.2 if scale is None else scale
+    thick = max(1, int(round(scale * 2)))
+    (tw, th), base = cv2.getTextSize(text, _FONT, scale, thick)
+    pad = max(2, int(round(th * 0.3)))
+    bw, bh = tw + 2 * pad, th + base + 2 * pad
+    x = int(np.clip(anchor[0], 0, max(0, w - bw)))
+    y = int(np.clip(anchor[1], bh, h))  # bottom edge
+    cv2.rectangle(img, (x, y - bh), (x + bw, y), tuple(map(int, color)), -1)
+    # a dark edge sets the label off from a background of its own colour
+    cv2.rectangle(img, (x, y - bh), (x + bw, y), (0, 0, 0),
+                  max(1, thick // 2))
+    b, g, r = color
+    luma = 0.114 * b + 0.587 * g + 0.299 * r
+    ink = (0, 0, 0) if luma > 140 else (255, 255, 255)
+    cv2.putText(img, text, (x + pad, y - pad - base), _FONT, scale, ink,
+                thick, cv2.LINE_AA)
+
+
+def depth_colorbar(height: int, near: Optional[float], far: Optional[float],
+                   metric: bool = False) -> np.ndarray:
+    """The depth colour bar: bright (near) at the top to dark (far) at the
+    bottom, as :func:`~sapiens_mm.visualization.colorize_depth` colours.
+
+    Args:
+        height: Panel height (the image's).
+        near: Depth of the nearest valid pixel (the top colour), or None
+            when there is none.
+        far: Depth of the farthest valid pixel (the bottom colour).
+        metric: The values are metres (labelled ``m``); else relative
+            model units (labelled ``relative``).
+
+    Returns:
+        (height, :func:`panel_width`, 3) uint8 BGR panel.
+    """
+    width = panel_width(height)
+    panel = np.full((height, width, 3), _PANEL_BG, np.uint8)
+
+    def value(v):
+        if v is None:
+            return '-'
+        return f'{v:.2f} m' if metric else f'{v:.3g}'
+
+    lines_top = ['near', value(near)]
+    lines_bottom = [value(far), 'far' if metric else 'far (relative)']
+    scale = _fit_scale(lines_top + lines_bottom, width - 8,
+                       font_scale(height))
+    (_, th), base = cv2.getTextSize('near', _FONT, scale, 1)
+    line = th + base + max(2, th // 2)
+    top = 4 + 2 * line
+    bottom = height - 4 - 2 * line
+    cx = width // 2
+    for i, text in enumerate(lines_top):
+        _put(panel, text, cx, 4 + (i + 1) * line - base, scale)
+    for i, text in enumerate(lines_bottom):
+        _put(panel, text, cx, bottom + (i + 1) * line - base, scale)
+    if bottom - top >= 2:
+        ramp = np.linspace(255, 0, bottom - top).round().astype(np.uint8)
+        bar = cv2.applyColorMap(ramp.reshape(-1, 1), DEPTH_COLORMAP)
+        x0, x1 = width // 4, width - width // 4
+        panel[top:bottom, x0:x1] = bar.reshape(-1, 1, 3)
+    return panel
+
+
+def normal_key(height: int, colorize) -> np.ndarray:
+    """The normal colour key: a sphere seen from the camera, each pixel
+    coloured (by ``colorize``) with the sphere's normal there, and the
+    directions named: a pixel of the normal map with the colour of the
+    sphere's right edge is a surface facing right, and so on.
+
+    Normals are in the camera frame with x right, y down and z away from
+    the camera (OpenCV), pointing out of the surface: the sphere's centre,
+    facing the camera, is ``(0, 0, -1)``.
+
+    Args:
+        height: Panel height (the image's).
+        colorize: The function that colours normal maps,
+            ``colorize(normals (H, W, 3), mask (H, W)) -> BGR``.
+
+    Returns:
+        (height, :func:`panel_width`, 3) uint8 BGR panel.
+    """
+    width = panel_width(height)
+    panel = np.full((height, width, 3), _PANEL_BG, np.uint8)
+    labels = ['faces up', 'faces down', 'left', 'right', 'faces you']
+    scale = _fit_scale(labels[:2], width - 8, font_scale(height))
+    (_, th), base = cv2.getTextSize('up', _FONT, scale, 1)
+    line = th + base + max(2, th // 2)
+    d = int(min(width - 8, height - 4 * line - 8))
+    if d < 8:
+        return panel
+    r = (d - 1) / 2
+    ys, xs = np.mgrid[0:d, 0:d].astype(np.float32)
+    x, y = (xs - r) / r, (ys - r) / r
+    inside = x**2 + y**2 <= 1
+    z = -np.sqrt(np.clip(1 - x**2 - y**2, 0, 1))
+    sphere = colorize(np.stack([x, y, z], -1), inside)
+    top = (height - d) // 2
+    left = (width - d) // 2
+    region = panel[top:top + d, left:left + d]
+    region[inside] = sphere[inside]
+    cx = width // 2
+    _put(panel, labels[0], cx, top - line // 2 - base + th // 2, scale)
+    _put(panel, labels[1], cx, top + d + line - base, scale)
+    small = scale * 0.8
+    _put(panel, labels[4], cx, top + d // 2 + th // 2, small)
+    (lw, _), _ = cv2.getTextSize('left', _FONT, small, 1)
+    _put(panel, 'left', left + lw // 2 + 2, top + d // 2 - line, small)
+    (rw, _), _ = cv2.getTextSize('right', _FONT, small, 1)
+    _put(panel, 'right', left + d - rw // 2 - 2, top + d // 2 - line, small)
+    return panel
