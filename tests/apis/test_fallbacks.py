@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import sapiens_mm.apis.inferencers.sapiens_inferencer as sapiens_inferencer
 from inference_helpers import small_cfg
+from log_helpers import logged_warnings
 from sapiens_mm.apis import SapiensInferencer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,11 +22,10 @@ def _pose_cfg():
 
 
 @pytest.fixture
-def logged(monkeypatch):
-    messages = []
-    monkeypatch.setattr(sapiens_inferencer, 'print_log',
-                        lambda msg, **kwargs: messages.append(msg))
-    return messages
+def logged():
+    """The warnings the inferencer logs during the test."""
+    with logged_warnings() as messages:
+        yield messages
 
 
 def _blank(seed):

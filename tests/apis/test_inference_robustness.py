@@ -134,7 +134,8 @@ def test_video_never_writes_through_a_planted_link(tmp_path):
 
 def test_full_disk_during_a_video_leaves_no_video(seg, tmp_path,
                                                    monkeypatch):
-    import sapiens_mm.apis.inferencers.sapiens_inferencer as inf
+    # the module that writes each frame's files
+    import sapiens_mm.apis.inferencers.frame_outputs as inf
     from inference_helpers import write_video as _write_video
     _write_video(tmp_path / 'clip.mp4', 4)
     real_write_npy, calls = inf.write_npy, []

@@ -25,7 +25,6 @@ Example:
     >>> results[0]['predictions']['pose']['keypoints'].shape
     (1, 308, 2)
 """
-import os.path as osp
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import (
     Dict,
@@ -41,35 +40,27 @@ from typing import (
 )
 
 import cv2
-import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.logging import print_log
 from tqdm import tqdm
 
-from sapiens_mm.datasets.keypoint_formats import EXPORT_FORMATS, convert_pose_record
 from sapiens_mm.detection import PersonDetector, boxes_per_input
-from sapiens_mm.tasks import MAP_TASKS, TASKS, Task
+from sapiens_mm.tasks import TASKS, Task
 from sapiens_mm.tracking import (
     DepthStabilizer,
-    NormalStabilizer,
-    PointmapScaleStabilizer,
-    PoseTracker,
-    bboxes_from_keypoints,
 )
-from sapiens_mm.utils.foreground import person_cutouts, rgba_cutout, soft_foreground
-from sapiens_mm.utils.matting import AlphaStabilizer, unpremultiply
-from sapiens_mm.utils.pointcloud import write_ply
-from sapiens_mm.visualization import SKELETON_STYLES, SkeletonStyle
+from sapiens_mm.visualization import SkeletonStyle
 from sapiens_mm.zoo import SapiensModelInfo
 
 from ..inference import check_batch_size, resolve_device_and_dtype
 from .base_task_inferencer import BaseTaskInferencer
-from .dense_inferencer import (DENSE_TASKS, DenseInferencer,
-                               matting_background, write_matting_files)
+from .batch_steps import BatchStepsMixin, VideoState
+from .dense_inferencer import DenseInferencer, matting_background
+from .frame_outputs import FrameOutputsMixin
 from .model_spec import ModelSpec, resolve_models
 from .pose_inferencer import PoseInferencer, detector_arguments
-from .utils.display import StopRequested, display_problem, show_images
+from .utils.display import StopRequested, display_problem
 from .utils.prefetch import in_background
 from .utils.sources import (
     Frame,
@@ -79,56 +70,11 @@ from .utils.sources import (
     count_frames,
     iter_frames,
 )
-from .utils.writers import VideoWriters, write_json, write_npy, write_png
+from .utils.writers import VideoWriters
 
 __all__ = ['SapiensInferencer']
 
-def _nonfinite_counts(pred: dict) -> Dict[str, int]:
-    """Per dense task of one frame's prediction, how many NaN / inf values
-    the model produced (seg: its logits); tasks without any are left out."""
-    counts = {}
-    for task, sample in pred['samples'].items():
-        field = {'seg': 'seg_logits', 'depth': 'pred_depth_map',
-                 'normal': 'pred_normal_map', 'pointmap': 'pred_pointmap',
-                 'albedo': 'pred_albedo_map',
-                 'matting': 'pred_matting'}.get(task)
-        data = getattr(sample, field, None) if field else None
-        if data is None:
-            continue
-        n = int((~torch.isfinite(data.data)).sum())
-        if n:
-            counts[task] = n
-    return counts
-
-
-class _VideoState:
-    """What the inferencer carries from frame to frame of one video or
-    webcam: its pose tracker, dense stabilisers and last keypoints."""
-
-    def __init__(self, source: Source, tracker: Optional[PoseTracker],
-                 stabilize_alpha: Optional[float],
-                 stabilize_matting: bool = False,
-                 stabilize_pointmap_scale: bool = False) -> None:
-        self.source = source
-        self.tracker = tracker
-        self.depth = self.normal = None
-        if stabilize_alpha is not None:
-            self.depth = DepthStabilizer(stabilize_alpha)
-            self.normal = NormalStabilizer(stabilize_alpha)
-        self.matting = AlphaStabilizer() if stabilize_matting else None
-        self.pointmap_scale = PointmapScaleStabilizer() \
-            if stabilize_pointmap_scale else None
-        #: The last frame's (unsmoothed) keypoints, scores and track IDs.
-        self.keypoints: Optional[np.ndarray] = None
-        self.keypoint_scores: Optional[np.ndarray] = None
-        self.track_ids: Optional[np.ndarray] = None
-        #: The box each of the last frame's people last had from the
-        #: detector (or the user, or the whole image): the size below which
-        #: boxes made from keypoints do not shrink.
-        self.detected_boxes: Optional[np.ndarray] = None
-
-
-class SapiensInferencer:
+class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
     """Sapiens inference on images, folders, videos and webcams.
 
     Args:
@@ -331,7 +277,7 @@ class SapiensInferencer:
         self.mask_with = self._mask_source(mask_with)
         self.stabilize_matting = bool(stabilize_matting)
         self.stabilize_pointmap_scale = bool(stabilize_pointmap_scale)
-        self._video: Optional[_VideoState] = None
+        self._video: Optional[VideoState] = None
         #: What the current call has said once (see :meth:`_say_once`).
         self._said: set = set()
 
@@ -373,64 +319,6 @@ class SapiensInferencer:
         without a detector)."""
         pose = self.task_inferencers.get('pose')
         return pose.detector if pose is not None else None
-
-    def _new_tracker(self) -> PoseTracker:
-        meta = self.task_inferencers['pose'].dataset_meta
-        sigmas = meta.get('sigmas')
-        return PoseTracker(
-            sigmas=None if sigmas is None or not len(sigmas) else sigmas,
-            kpt_thr=self.kpt_thr, **self.tracker_cfg)
-
-    def _video_state(self, src: Source) -> Optional[_VideoState]:
-        """The frame-to-frame state of a video / webcam source (a new one
-        when the source changes); None for images."""
-        if src.kind not in ('video', 'webcam'):
-            return None
-        if self._video is None or self._video.source is not src:
-            tracker = self._new_tracker() if (
-                self.track and 'pose' in self.task_inferencers) else None
-            self._video = _VideoState(src, tracker, self.stabilize_alpha,
-                                      self.stabilize_matting,
-                                      self.stabilize_pointmap_scale)
-        return self._video
-
-    def _say_once(self, key: str, message: str) -> None:
-        """Log ``message`` unless this call has said ``key`` already."""
-        if key not in self._said:
-            self._said.add(key)
-            print_log(message + ' (Said once per run.)', logger='current',
-                      level=30)
-
-    def _pose_notices(self, where: str, pose: dict) -> None:
-        """Say the fallbacks of one frame's pose: the whole image used as
-        the person box, no person, every keypoint below ``kpt_thr``."""
-        detector = self.detector
-        if pose['bbox_source'] == 'whole_image' and detector is not None:
-            self._say_once(
-                'whole_image',
-                f'{where}: the person detector ({type(detector).__name__}) '
-                'found no one, so pose ran on the whole image as one person '
-                '(its skeleton may be drawn on no one). whole_image_fallback='
-                'False (CLI: --no-whole-image-fallback) leaves such images '
-                'without pose; bbox_source in the pose JSON says which box '
-                'each image used.')
-        elif pose['bbox_source'] == 'none':
-            self._say_once(
-                'no_person', f'{where}: the person detector found no one: no '
-                'pose for this image (whole_image_fallback is off).')
-        scores = np.asarray(pose['keypoint_scores'], np.float32)
-        finite = scores[np.isfinite(scores)]
-        if finite.size and not (finite >= self.kpt_thr).any():
-            # about half the keypoints score at least the median
-            suggest = max(0.01, np.floor(np.median(finite) * 100) / 100)
-            self._say_once(
-                'kpt_thr',
-                f'{where}: every keypoint scored below the drawing threshold '
-                f'kpt_thr={self.kpt_thr:g} (highest {finite.max():.2f}), so '
-                f'no keypoint is drawn; kpt_thr={suggest:g} (CLI: --kpt-thr '
-                f'{suggest:g}) draws about half of them. Scores this low '
-                'mean the model is unsure: an untrained model, or no person '
-                'in the box.')
 
     def _skip(self, src: Source, reason: str) -> None:
         name = src.path or src.name
@@ -668,28 +556,6 @@ class SapiensInferencer:
             if show:
                 cv2.destroyAllWindows()
 
-    def _check_output_options(self, skeleton_style: str,
-                              export_formats: Sequence[str],
-                              save_mask: bool) -> None:
-        if skeleton_style not in SKELETON_STYLES:
-            raise ValueError(f'skeleton_style must be one of '
-                             f'{", ".join(SKELETON_STYLES)}, got '
-                             f'{skeleton_style!r}.')
-        if isinstance(export_formats, str):
-            raise TypeError('export_formats is a list of formats, e.g. '
-                            f'[{export_formats!r}].')
-        unknown = [f for f in export_formats if f not in EXPORT_FORMATS]
-        if unknown:
-            raise ValueError(f'Unknown export format(s) {unknown}; choose '
-                             f'from {", ".join(EXPORT_FORMATS)}.')
-        if export_formats and 'pose' not in self.task_inferencers:
-            raise ValueError('Exporting keypoint formats needs a pose model '
-                             '(give --pose or a pose checkpoint).')
-        if save_mask and 'seg' not in self.task_inferencers:
-            raise ValueError('The foreground mask (save_mask / --save-mask) '
-                             'comes from the segmentation: give a seg model '
-                             'too (--seg or a seg checkpoint).')
-
     def _prepared_batches(self, sources: List[Source],
                           max_frames: Optional[int], bar: tqdm,
                           batch_size: int, user_boxes) -> Iterator[dict]:
@@ -721,304 +587,3 @@ class SapiensInferencer:
             yield result
 
     # ------------------------------------------------------------ steps
-    def preprocess(self, batch: List[Frame], user_boxes) -> dict:
-        """Pre-processing of a batch of frames, model-free (the stream runs
-        it in a worker thread): each dense task's test pipeline, and for
-        pose the person boxes (detector) and crops.
-
-        Args:
-            batch: The frames.
-            user_boxes: Boxes given per input (index = ``Source.index``),
-                None entries for none.
-
-        Returns:
-            ``dict(batch=batch, dense={task: packed}, pose=prepared)``.
-        """
-        images = [f.image for f in batch]
-        prepared = dict(batch=batch, dense={}, pose=None)
-        for task in DENSE_TASKS:
-            if task in self.task_inferencers:
-                prepared['dense'][task] = self.task_inferencers[
-                    task].preprocess_images(images)
-        if 'pose' in self.task_inferencers:
-            # Frames without detection (det_interval) are prepared in
-            # forward(): their boxes come from the previous frame's result.
-            ready = [
-                i for i, f in enumerate(batch)
-                if not self._boxes_from_last_frame(f, user_boxes)
-            ]
-            prepared['pose_frames'] = ready
-            prepared['pose'] = self.task_inferencers['pose'].preprocess_images(
-                [images[i] for i in ready],
-                [batch[i].source.name for i in ready],
-                [user_boxes[batch[i].source.index] for i in ready])
-        return prepared
-
-    def _boxes_from_last_frame(self, frame: Frame, user_boxes) -> bool:
-        """Whether ``frame`` takes its person boxes from the previous
-        frame's keypoints instead of the detector (det_interval)."""
-        return (self.det_interval > 1
-                and frame.source.kind in ('video', 'webcam')
-                and user_boxes[frame.source.index] is None
-                and frame.frame_index % self.det_interval != 0)
-
-    def forward(self, prepared: dict, batch_size: int) -> List[dict]:
-        """Run the models on a :meth:`preprocess` output.
-
-        Returns:
-            Per frame, each task's prediction (``seg`` / ``depth`` /
-            ``normal`` arrays, ``pose`` dict) and ``samples`` ({task: data
-            samples}). When seg ran, depth and normals are NaN outside the
-            person foreground.
-        """
-        preds: List[dict] = [dict(samples={}) for _ in prepared['batch']]
-        for task in DENSE_TASKS:
-            if task not in self.task_inferencers:
-                continue
-            ti = self.task_inferencers[task]
-            samples = ti.forward_batches(prepared['dense'][task], batch_size)
-            for pred, sample, arr in zip(preds, samples,
-                                         ti.to_arrays(samples)):
-                pred['samples'][task] = sample
-                pred[task] = arr
-        for pred in preds:  # before the seg mask adds NaNs on purpose
-            pred['nonfinite'] = _nonfinite_counts(pred)
-        for pred in preds:  # the person foreground masks the dense outputs
-            alpha = self.person_alpha(pred)
-            if alpha is not None:
-                background = alpha < 0.5
-                for task in MAP_TASKS:
-                    if task in pred:
-                        pred[task][background] = np.nan
-        ready = {}
-        if 'pose' in self.task_inferencers:
-            ti = self.task_inferencers['pose']
-            samples = ti.forward_batches(prepared['pose']['packed'],
-                                         batch_size)
-            ready = dict(zip(prepared['pose_frames'],
-                             ti.keypoints_of(prepared['pose'], samples)))
-        # In frame order: each frame's tracking needs the previous frame's.
-        for i, (frame, pred) in enumerate(zip(prepared['batch'], preds)):
-            if 'pose' in self.task_inferencers:
-                out = ready.get(i) or self._pose_from_last_frame(
-                    frame, batch_size)
-                pred['pose'] = out['pose']
-                pred['samples']['pose'] = out['samples']
-                bad = sum(int((~np.isfinite(out['pose'][k])).sum())
-                          for k in ('keypoints', 'keypoint_scores'))
-                if bad:
-                    pred['nonfinite']['pose'] = bad
-            self._follow(frame, pred)
-        return preds
-
-    def person_alpha(self, pred: dict) -> Optional[np.ndarray]:
-        """(H, W) float32 alpha of the person in one frame's prediction:
-        the matting alpha or the seg foreground (labels > 0, as 0 / 1),
-        as ``mask_with`` picks; None without either."""
-        if self.mask_with == 'matting' and 'matting' in pred:
-            return pred['matting'][..., 3]
-        if self.mask_with == 'seg' and 'seg' in pred:
-            return (pred['seg'] > 0).astype(np.float32)
-        return None
-
-    def _pose_from_last_frame(self, frame: Frame, batch_size: int) -> dict:
-        """Pose of a frame without detection: boxes around the previous
-        frame's people, at least a quarter of the size of each one's last
-        detected box; the detector runs instead when there were none, or when
-        anyone's keypoint box degenerated (see
-        :func:`~sapiens_mm.tracking.bboxes_from_keypoints`)."""
-        ti = self.task_inferencers['pose']
-        state = self._video_state(frame.source)
-        boxes = None
-        if state.keypoints is not None and len(state.keypoints):
-            boxes, keep = bboxes_from_keypoints(
-                state.keypoints, state.keypoint_scores, self.kpt_thr,
-                img_shape=frame.image.shape[:2],
-                reference_boxes=state.detected_boxes)
-            if len(keep) < len(state.keypoints):
-                boxes = None  # someone was lost or degenerate: detect
-        prepared = ti.preprocess_images([frame.image], [frame.source.name],
-                                        [boxes])
-        out = ti.keypoints_of(
-            prepared, ti.forward_batches(prepared['packed'], batch_size))[0]
-        if boxes is not None:
-            out['pose']['bbox_source'] = 'keypoints'
-            out['pose']['detected_boxes'] = state.detected_boxes[keep]
-            if state.track_ids is not None:  # each box's track is known
-                out['pose']['known_ids'] = state.track_ids[keep]
-        return out
-
-    def _follow(self, frame: Frame, pred: dict) -> None:
-        """Video only: track IDs and smoothed keypoints for the pose,
-        stabilised depth and normals."""
-        state = self._video_state(frame.source)
-        if state is None:
-            return
-        t = frame.frame_index / frame.source.fps
-        pose = pred.get('pose')
-        if pose is not None:
-            known = pose.pop('known_ids', None)
-            detected = pose.pop('detected_boxes', None)
-            state.detected_boxes = np.asarray(
-                pose['bboxes'] if detected is None else detected,
-                np.float32).reshape(-1, 4)
-            state.keypoints = pose['keypoints']
-            state.keypoint_scores = pose['keypoint_scores']
-            if state.tracker is not None:
-                ids, keypoints = state.tracker.update(
-                    pose['bboxes'], pose['keypoints'],
-                    pose['keypoint_scores'], t, known)
-                pose['track_ids'] = state.track_ids = ids
-                pose['keypoints'] = keypoints
-        if state.depth is not None and 'depth' in pred:
-            pred['depth'] = state.depth(pred['depth'])
-        if state.normal is not None and 'normal' in pred:
-            pred['normal'] = state.normal(pred['normal'])
-        if state.matting is not None and 'matting' in pred:
-            matte = pred['matting']
-            alpha = state.matting(matte[..., 3])
-            # keep the foreground colour, re-multiplied by the new alpha
-            colour = unpremultiply(matte[..., :3], matte[..., 3])
-            pred['matting'] = np.concatenate(
-                [colour * alpha[..., None], alpha[..., None]], -1)
-        if state.pointmap_scale is not None and 'pointmap' in pred:
-            pred['pointmap'] = state.pointmap_scale(pred['pointmap'], t)
-            pred['pointmap_scale'] = dict(
-                measured=state.pointmap_scale.measured,
-                applied=state.pointmap_scale.smoothed)
-
-    def visualize(self, frame: Frame, pred: dict,
-                  draw_bbox: bool = True,
-                  skeleton_style: SkeletonStyle = 'mmpose',
-                  background=None) -> Dict[str, np.ndarray]:
-        """BGR visualisation of each task's prediction for one frame: the
-        pose in ``skeleton_style``, the matte composited onto
-        ``background`` (green screen when None), depth / normals /
-        pointmaps / albedo outside the person (``mask_with``) black,
-        blended with the matting alpha where it is soft (the picture; the
-        key panels beside it stay as drawn)."""
-        alpha = self.person_alpha(pred)
-        fg = None if alpha is None else alpha >= 0.5
-        vis = {}
-        for task, ti in self.task_inferencers.items():
-            if task == 'pose':
-                vis[task] = ti.draw(frame.image, pred['pose'], draw_bbox,
-                                    skeleton_style)
-            elif task == 'seg':
-                vis[task] = ti.draw(frame.image, pred['seg'])
-            elif task == 'matting':
-                vis[task] = ti.draw(frame.image, pred['matting'],
-                                    background=background)
-            else:
-                vis[task] = ti.draw(frame.image, pred[task], fg)
-                if alpha is not None:  # the picture, not its key panel
-                    h, w = alpha.shape
-                    vis[task][:h, :w] = np.rint(
-                        vis[task][:h, :w] * alpha[..., None]).astype(np.uint8)
-        return vis
-
-    def postprocess(self, frame: Frame, pred: dict, videos: VideoWriters,
-                    opts: dict) -> dict:
-        """Write files, show and assemble the result dict of one frame."""
-        src = frame.source
-        video = src.kind in ('video', 'webcam')
-        stem = (f'{src.name}/{frame.frame_index:06d}' if video else src.name)
-        result = dict(
-            input=src.path if src.path is not None else src.name,
-            name=src.name,
-            frame_index=frame.frame_index,
-            img_shape=tuple(frame.image.shape[:2]),
-            predictions={t: pred[t]
-                         for t in self.tasks},
-            pred_files={},
-            vis_files={},
-            nonfinite=dict(pred.get('nonfinite') or {}))
-        if 'pointmap_scale' in pred:
-            result['predictions']['pointmap_scale'] = pred['pointmap_scale']
-        if result['nonfinite']:
-            where = result['input'] if frame.frame_index is None else \
-                f'{result["input"]} frame {frame.frame_index}'
-            outputs = ', '.join(f'{t} output ({n} values)'
-                                for t, n in result['nonfinite'].items())
-            print_log(
-                f'{where}: non-finite (NaN / inf) values in the {outputs}; '
-                'the model weights or the input may be corrupt.',
-                logger='current', level=30)
-        if 'pose' in pred:
-            where = result['input'] if frame.frame_index is None else \
-                f'{result["input"]} frame {frame.frame_index}'
-            self._pose_notices(where, pred['pose'])
-        out_dir = opts['out_dir']
-        if opts['save_pred']:
-            for task in self.tasks:
-                if task == 'pose':
-                    path = osp.join(out_dir, 'pose', stem + '.json')
-                    record = self.task_inferencers['pose'].to_json(
-                        result['input'], frame.frame_index,
-                        result['img_shape'], pred['pose'])
-                    write_json(path, record)
-                    for fmt in opts['export_formats']:
-                        fmt_path = osp.join(out_dir, f'pose_{fmt}',
-                                            stem + '.json')
-                        write_json(fmt_path, convert_pose_record(record, fmt))
-                        result['pred_files'][f'pose_{fmt}'] = fmt_path
-                else:
-                    path = osp.join(out_dir, task, stem + '.npy')
-                    write_npy(path, pred[task])
-                    if task == 'pointmap':  # + the coloured point cloud
-                        ply = osp.join(out_dir, task, stem + '.ply')
-                        write_ply(ply, pred[task],
-                                  colors=frame.image[..., ::-1])
-                        result['pred_files']['pointmap_ply'] = ply
-                        if 'pointmap_scale' in pred:
-                            scale = osp.join(out_dir, task,
-                                             stem + '_scale.json')
-                            write_json(scale, pred['pointmap_scale'])
-                            result['pred_files']['pointmap_scale'] = scale
-                    elif task == 'matting':  # alpha PNG, RGBA cut-out
-                        result['pred_files'].update(write_matting_files(
-                            osp.join(out_dir, task, stem), pred[task],
-                            opts['alpha_bits']))
-                result['pred_files'][task] = path
-        if opts['save_mask']:
-            self._foreground(frame, pred, result, stem, out_dir)
-        if opts['save_vis'] or opts['return_vis'] or opts['show']:
-            vis = self.visualize(frame, pred, opts['draw_bbox'],
-                                 opts['skeleton_style'],
-                                 opts['background'])
-            if opts['save_vis']:
-                for task, img in vis.items():
-                    if video:
-                        path = osp.join(out_dir, task, src.name + '.mp4')
-                        videos.write(id(src), task, path, img, src.fps)
-                    else:
-                        path = osp.join(out_dir, task, stem + '.png')
-                        write_png(path, img)
-                    result['vis_files'][task] = path
-            if opts['return_vis']:
-                result['visualization'] = vis
-            if opts['show']:
-                show_images(vis, max(1, int(opts['wait_time'])))
-        if opts['return_datasamples']:
-            result['datasamples'] = pred['samples']
-        return result
-
-    @staticmethod
-    def _foreground(frame: Frame, pred: dict, result: dict, stem: str,
-                    out_dir: Optional[str]) -> None:
-        """The soft person mask (into the result) and its files."""
-        logits = pred['samples']['seg'].seg_logits.data.float().cpu().numpy()
-        alpha = soft_foreground(logits)
-        result['predictions']['foreground'] = alpha
-        if out_dir is None:
-            return
-        base = osp.join(out_dir, 'mask', stem)
-        files = {'mask': base + '.png', 'mask_rgba': base + '_rgba.png'}
-        write_png(files['mask'], np.round(alpha * 255).astype(np.uint8))
-        write_png(files['mask_rgba'], rgba_cutout(frame.image, alpha))
-        boxes = pred['pose']['bboxes'] if 'pose' in pred else []
-        for i, (cut, _) in enumerate(person_cutouts(frame.image, alpha,
-                                                    boxes)):
-            files[f'mask_person{i}'] = f'{base}_person{i}.png'
-            write_png(files[f'mask_person{i}'], cut)
-        result['pred_files'].update(files)
