@@ -256,8 +256,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    'and COCOeval)')
     c.add_argument('--progress-interval', type=float, default=30.0,
                    metavar='S', help='seconds between the one-line progress '
-                   'summaries of a sharded run, 0 for none (default: '
-                   '%(default)s)')
+                   'summaries of a sharded run (rank 0; a last one when its '
+                   'share is done), 0 for none (default: %(default)s)')
     from sapiens_mm.cli import add_debug_argument
     add_debug_argument(p)
     p.add_argument('--verbose', action='store_true',

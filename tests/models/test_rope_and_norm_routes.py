@@ -2,7 +2,7 @@
 the bits of the routes autograd and export take.
 
 The bf16 RoPE's own bit-exactness against native bf16 ops is checked in
-test_sapiens2_backbone.py (it runs the inference route).
+tests/models/test_backbone.py (it runs the inference route).
 """
 import warnings
 

@@ -322,10 +322,10 @@ class ShardedRun:
             raise
         finally:
             writer.close()
-            if reporter is not None:
-                reporter.stop()
             self.counters.seconds = time.monotonic() - self._started
             self._write_progress(force=True)
+            if reporter is not None:
+                reporter.stop()
 
     def _on_sigterm(self, signum, frame) -> None:
         self.stop_requested = True
@@ -490,7 +490,7 @@ def summary_lines(summary: dict) -> List[str]:
 class _Reporter:
     """Rank 0's periodic one-line summary of every rank's progress (read
     from their progress files), with the total counted in the
-    background for the ETA."""
+    background for the ETA, and a last line when rank 0's share ends."""
 
     def __init__(self, run: ShardedRun, count: Optional[Callable[[], int]]
                  ) -> None:
@@ -508,15 +508,21 @@ class _Reporter:
         except Exception:  # noqa: BLE001 (the ETA is optional)
             self.total = None
 
+    def _say(self) -> None:
+        line = progress_line(self.run.out_dir, self.run.run_id, self.total)
+        if line:
+            print_log(line, logger='current')
+
     def _loop(self) -> None:
         while not self._stop.wait(self.run.progress_interval):
-            line = progress_line(self.run.out_dir, self.run.run_id,
-                                 self.total)
-            if line:
-                print_log(line, logger='current')
+            self._say()
 
     def stop(self) -> None:
+        """Stop the periodic lines and say where the run stands once more
+        (so that even a run shorter than the interval logs a summary)."""
         self._stop.set()
+        self._thread.join(timeout=5)
+        self._say()
 
 
 def progress_line(out_dir: str, run_id: Optional[str],
