@@ -60,6 +60,7 @@ TASK_SCOPES: Dict[str, str] = {
     for t in TASKS
 }
 
+
 class _DtypeTable(Mapping):
     """A read-only ``{name: torch.dtype}`` table that imports torch on first
     use (so importing this module does not)."""
@@ -139,7 +140,6 @@ def task_of_config(cfg: Mapping) -> str:
                                                           'get') else None
     model = model or {}
     model_type = str(model.get('type', '')).split('.')[-1]
-    task = None
     if model_type in ('TopdownPoseEstimator', 'Sapiens2TopdownPoseEstimator'):
         task = 'pose'
     elif model_type == 'EncoderDecoder':

@@ -23,12 +23,13 @@ from sapiens_mm.engine.fileio import (
 )
 
 __all__ = [
-    'default_work_dir', 'amp_dtype', 'enable_amp', 'adapt_fsdp',
-    'resolve_auto_resume', 'add_training_hooks', 'adapt_cpu_distributed',
+    'default_work_dir', 'load_runner_config', 'amp_dtype', 'enable_amp',
+    'adapt_fsdp', 'resolve_auto_resume', 'add_training_hooks', 'adapt_cpu_distributed',
     'init_cpu_distributed', 'build_runner', 'write_metrics_json',
     'build_train_cfg', 'build_test_cfg', 'prepare_work_dir',
     'explain_json_error'
 ]
+
 
 def default_work_dir(config_path: str) -> str:
     """``./work_dirs/<config name>``, mmengine's convention."""
@@ -295,6 +296,23 @@ def write_metrics_json(metrics: Dict[str, Any], path: str, config: str,
     return record
 
 
+def load_runner_config(config: str, cfg_options: Optional[dict],
+                       launcher: str, work_dir: Optional[str]) -> Config:
+    """``config`` with ``cfg_options`` merged in, its ``launcher`` set and
+    its ``work_dir``: ``work_dir`` when given, else the config's own, else
+    :func:`default_work_dir`. The common start of :func:`build_train_cfg`
+    and :func:`build_test_cfg`."""
+    cfg = Config.fromfile(config)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    cfg.launcher = launcher
+    if work_dir is not None:
+        cfg.work_dir = work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = default_work_dir(config)
+    return cfg
+
+
 def build_train_cfg(config: str,
                     work_dir: Optional[str] = None,
                     resume: Optional[str] = None,
@@ -336,14 +354,7 @@ def build_train_cfg(config: str,
     is adapted to FSDP (:func:`adapt_fsdp`) and to CPU-only distributed
     runs (:func:`adapt_cpu_distributed`).
     """
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
-    cfg.launcher = launcher
-    if work_dir is not None:
-        cfg.work_dir = work_dir
-    elif cfg.get('work_dir') is None:
-        cfg.work_dir = default_work_dir(config)
+    cfg = load_runner_config(config, cfg_options, launcher, work_dir)
     if amp:
         enable_amp(cfg)
     if auto_scale_lr:
@@ -395,14 +406,7 @@ def build_test_cfg(config: str,
             ``custom_hooks``. False only warns. NaN / inf weights are
             refused either way. Defaults to True.
     """
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
-    cfg.launcher = launcher
-    if work_dir is not None:
-        cfg.work_dir = work_dir
-    elif cfg.get('work_dir') is None:
-        cfg.work_dir = default_work_dir(config)
+    cfg = load_runner_config(config, cfg_options, launcher, work_dir)
     cfg.load_from = checkpoint
     cfg.resume = False
     hooks = [h for h in (cfg.get('custom_hooks') or [])
