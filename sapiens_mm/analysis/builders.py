@@ -7,6 +7,8 @@ from typing import Optional, Tuple
 import torch
 import torch.nn as nn
 
+from sapiens_mm.utils.cpu_linear import pack_cpu_linears
+
 __all__ = ['build_backbone', 'is_sapiens2_arch', 'build_stock_backbone',
            'TransformersSapiens2', 'build_transformers_sapiens2']
 
@@ -15,7 +17,9 @@ def build_backbone(arch, img_size: Tuple[int, int] = (1024, 768),
                    patch_cfg: Optional[dict] = None,
                    num_layers: Optional[int] = None) -> nn.Module:
     """A randomly initialised ``SapiensVisionTransformer`` or (for a
-    ``sapiens2_*`` arch) ``Sapiens2VisionTransformer`` in eval mode.
+    ``sapiens2_*`` arch) ``Sapiens2VisionTransformer`` in eval mode, its
+    linear layers packed for CPU bf16 inference as ``init_model`` gives
+    them.
 
     Args:
         arch: An ``arch_zoo`` name (``'sapiens_0.3b'``, ``'1b'``,
@@ -36,8 +40,8 @@ def build_backbone(arch, img_size: Tuple[int, int] = (1024, 768),
         if num_layers:
             arch = dict(SapiensVisionTransformer.arch_zoo[arch.lower()],
                         num_layers=num_layers)
-        return SapiensVisionTransformer(
-            arch=arch, img_size=tuple(img_size), patch_cfg=patch_cfg).eval()
+        return _packed(SapiensVisionTransformer(
+            arch=arch, img_size=tuple(img_size), patch_cfg=patch_cfg).eval())
     if patch_cfg:
         raise ValueError('Sapiens2 backbones take no patch_cfg (their '
                          'patch embedding has no padding).')
@@ -49,8 +53,15 @@ def build_backbone(arch, img_size: Tuple[int, int] = (1024, 768),
         kwargs = dict(layer_cfgs=[dict(num_kv_heads=n) for n in kv],
                       use_tokenizer=full.pop('use_tokenizer'))
         arch = dict(full, num_layers=len(kv))
-    return Sapiens2VisionTransformer(
-        arch=arch, img_size=tuple(img_size), **kwargs).eval()
+    return _packed(Sapiens2VisionTransformer(
+        arch=arch, img_size=tuple(img_size), **kwargs).eval())
+
+
+def _packed(backbone: nn.Module) -> nn.Module:
+    """The backbone with the linear layers ``init_model`` gives inference
+    models (:func:`~sapiens_mm.utils.cpu_linear.pack_cpu_linears`)."""
+    pack_cpu_linears(backbone)
+    return backbone
 
 
 def is_sapiens2_arch(arch) -> bool:

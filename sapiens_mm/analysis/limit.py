@@ -2,7 +2,11 @@
 machine reaches on the model's own GEMM shapes.
 
 - Every matmul-like call of :class:`~sapiens_mm.analysis.flops.Work` is
-  timed as ``F.linear`` on its ``(M, K) x (K, N)`` shape in its dtype.
+  timed on its ``(M, K) x (K, N)`` shape in its dtype through the linear
+  layer the Sapiens models run for inference
+  (:class:`~sapiens_mm.utils.cpu_linear.PackedCpuLinear`: oneDNN on a
+  packed weight for bf16 on a CPU, ``F.linear`` elsewhere), so that the
+  limit counts the fastest GEMM route the model has.
 - Attention (QK^T and AV) is counted at the **GEMM rate** of the same pass:
   the FLOP-weighted rate of its matmul calls (:func:`gemm_rate`). Attention
   is two GEMMs and a softmax, so a kernel that keeps the score tile in cache
@@ -19,8 +23,9 @@ import math
 from typing import Callable, Dict, List, Optional
 
 import torch
-import torch.nn.functional as F
+import torch.nn as nn
 
+from sapiens_mm.utils.cpu_linear import pack_cpu_linears
 from .flops import Work, WorkItem
 from .timing import time_callable
 
@@ -47,7 +52,9 @@ def kernel_calls(work: Work,
     """One callable per distinct call of ``work`` that runs the kernel on
     random inputs of the recorded shape and dtype.
 
-    Matmuls run ``F.linear(x (M, K), w (N, K), bias (N))``; attention runs
+    Matmuls run a :class:`~sapiens_mm.utils.cpu_linear.PackedCpuLinear`
+    (``F.linear(x (M, K), w (N, K), bias (N))`` or its packed CPU bf16
+    route, see the module docstring); attention runs
     the recorded attention function on q, k, v rebuilt with the recorded
     sizes, strides and storage sharing, and the call's other arguments.
     """
@@ -58,14 +65,19 @@ def kernel_calls(work: Work,
             m, k, n = item.shape
             x = torch.randn(m, k, generator=gen, device=device,
                             dtype=item.dtype)
-            w = torch.randn(n, k, generator=gen, device=device,
-                            dtype=item.dtype) / math.sqrt(k)
-            b = torch.randn(n, generator=gen, device=device,
-                            dtype=item.dtype)
+            layer = nn.Linear(k, n, device=device, dtype=item.dtype)
+            with torch.no_grad():
+                layer.weight.copy_(
+                    torch.randn(n, k, generator=gen, device=device,
+                                dtype=item.dtype) / math.sqrt(k))
+                layer.bias.copy_(
+                    torch.randn(n, generator=gen, device=device,
+                                dtype=item.dtype))
+            pack_cpu_linears(layer)
 
-            def fn(x=x, w=w, b=b):
+            def fn(x=x, layer=layer):
                 with torch.inference_mode():
-                    return F.linear(x, w, b)
+                    return layer(x)
         else:
             # q, k, v share one storage when the model's did (views of one
             # qkv projection output).

@@ -43,6 +43,7 @@ from sapiens_mm.tasks import (
     resolve_dtype,
     task_of_config,
 )
+from sapiens_mm.utils.cpu_linear import pack_cpu_linears
 
 __all__ = [
     'TASKS', 'TASK_SCOPES', 'DTYPES', 'Task', 'load_config', 'task_of_config',
@@ -102,7 +103,10 @@ def init_model(config: ConfigType,
         The model in eval mode, with ``model.cfg`` (the config used) and
         ``model.dataset_meta`` (from the checkpoint's ``meta`` when it
         carries one, else from the config; see
-        :func:`dataset_meta_of_config`).
+        :func:`dataset_meta_of_config`). Its linear layers run CPU bf16
+        inference on packed weights
+        (:func:`~sapiens_mm.utils.cpu_linear.pack_cpu_linears`; same
+        parameters and state dict).
 
     Raises:
         FileNotFoundError: The config or checkpoint does not exist.
@@ -160,6 +164,7 @@ def init_model(config: ConfigType,
     model.cfg = cfg
     model.dataset_meta = dict(meta) if isinstance(
         meta, dict) and meta else dataset_meta_of_config(cfg)
+    pack_cpu_linears(model)
     return model.to(device).eval()
 
 

@@ -2,15 +2,18 @@
 
 :func:`scaled_dot_product_attention` is what the Sapiens and Sapiens2
 attention modules call: ``F.scaled_dot_product_attention``'s signature and
-results, with one faster route. For inference on a CPU with AVX512_BF16
-(bf16 q / k / v, head size 64, no mask, no dropout, no autograd, not inside
-``torch.compile`` / export tracing) it runs a small C kernel
-(``csrc/attention_bf16.c``) that computes both products with the CPU's bf16
-dot-product instruction and keeps each block of scores in cache; PyTorch's
-CPU flash kernel reaches about a fifth of the bf16 GEMM rate on the
-Sapiens shapes, this one most of it. The kernel is compiled on first use
-with the system C compiler into a per-user cache (about a second); without
-a compiler or the instructions, everything goes to PyTorch's kernel.
+results, with faster CPU routes. For inference on a CPU with AVX512_BF16
+(bf16 or float32 q / k / v, head size 64, no mask, no dropout, no autograd,
+not inside ``torch.compile`` / export tracing) it runs a small C kernel
+(``csrc/attention_bf16.c``, ``csrc/attention_f32.c``) that keeps each block
+of scores in cache and computes both products with the CPU's bf16
+dot-product instruction or float32 FMAs. Measured on the Sapiens shapes
+(16 heads x 3072 tokens x 64, 2 threads, AMD EPYC): PyTorch's CPU flash
+kernel reaches about 0.4 of the bf16 GEMM rate and 0.7 of the float32 one,
+these kernels 0.9 or more of both. The kernels are compiled on first use
+with the system C compiler into a per-user cache (about a second; see
+:mod:`sapiens_mm.utils.cpu_kernels`); without a compiler or the
+instructions, everything goes to PyTorch's kernel.
 
 PyTorch picks its own kernel per call: on a GPU cuDNN's fused attention,
 FlashAttention-2 or the memory-efficient kernel, on a CPU its flash kernel
@@ -26,25 +29,18 @@ Example:
 import contextlib
 import contextvars
 import ctypes
-import functools
-import hashlib
 import math
-import os
-import os.path as osp
-import shutil
-import subprocess
-import tempfile
 from typing import Iterator, Literal, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 from mmengine.logging import print_log
 
-from .cpu_features import cpu_flags
+from .cpu_kernels import cpu_kernel, plain_cpu_inference
 
 __all__ = ['SDPA_BACKENDS', 'SDPABackend', 'resolve_sdpa_backend',
            'sdpa_backend', 'scaled_dot_product_attention',
-           'cpu_bf16_attention', 'cpu_bf16_attention_available']
+           'cpu_attention', 'cpu_attention_available']
 
 SDPABackend = Literal['auto', 'torch', 'cudnn', 'flash', 'efficient',
                       'math']
@@ -140,19 +136,21 @@ def scaled_dot_product_attention(query: torch.Tensor,
                                  scale: Optional[float] = None,
                                  enable_gqa: bool = False) -> torch.Tensor:
     """``F.scaled_dot_product_attention`` (same arguments and result), run
-    by :func:`cpu_bf16_attention` where that applies (see the module
-    docstring) and by PyTorch otherwise.
+    by :func:`cpu_attention` where that applies (see the module docstring)
+    and by PyTorch otherwise.
 
-    The C kernel's output is exact attention with float32 accumulation and
-    the probabilities rounded to bf16 before the second product, as in
+    The bf16 kernel's output is exact attention with float32 accumulation
+    and the probabilities rounded to bf16 before the second product, as in
     PyTorch's CPU flash kernel: the two differ by a few bf16 rounding steps
     (measured: max abs difference to a float32 reference 1.16e-3 vs
-    PyTorch's 1.20e-3 on unit-normal 16 x 3072 x 64 inputs).
+    PyTorch's 1.20e-3 on unit-normal 16 x 3072 x 64 inputs). The float32
+    kernel differs from PyTorch's by float32 roundings (measured: 7e-7 from
+    a float64 reference against PyTorch's 4e-7 on those inputs).
     """
     if (_BACKEND.get() == 'auto' and attn_mask is None and not dropout_p
             and not is_causal and (scale is None or scale == 0.125)
-            and _fits_cpu_bf16(query, key, value, enable_gqa)):
-        out = cpu_bf16_attention(query, key, value)
+            and _fits_cpu_kernel(query, key, value, enable_gqa)):
+        out = cpu_attention(query, key, value)
         if out is not None:
             return out
     return F.scaled_dot_product_attention(
@@ -160,20 +158,15 @@ def scaled_dot_product_attention(query: torch.Tensor,
         is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
-def _fits_cpu_bf16(q, k, v, enable_gqa: bool) -> bool:
-    """Whether the C kernel computes this call: plain CPU bf16 tensors
-    (no fake / functional tensors, no tracing), (B, heads, N, 64) with a
-    contiguous last dim, self-attention sizes, no autograd."""
-    if (torch.compiler.is_compiling() or torch.jit.is_tracing()
-            or torch.jit.is_scripting() or torch.onnx.is_in_onnx_export()):
-        return False
-    if not all(type(t) is torch.Tensor and t.device.type == 'cpu'
-               and t.dtype == torch.bfloat16 and t.dim() == 4
-               and t.shape[-1] == 64 and t.stride(-1) == 1
-               for t in (q, k, v)):
-        return False
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad
-                                    or v.requires_grad):
+def _fits_cpu_kernel(q, k, v, enable_gqa: bool) -> bool:
+    """Whether a C kernel computes this call: plain CPU tensors of one
+    dtype that has a kernel (no fake / functional tensors, no tracing, no
+    autograd), (B, heads, N, 64) with a contiguous last dim, self-attention
+    sizes."""
+    if not (q.dtype in _KERNELS and q.dtype == k.dtype == v.dtype
+            and plain_cpu_inference(q, k, v)
+            and all(t.dim() == 4 and t.shape[-1] == 64 and t.stride(-1) == 1
+                    for t in (q, k, v))):
         return False
     heads, kv_heads = q.shape[1], k.shape[1]
     return (k.shape == v.shape and q.shape[0] == k.shape[0]
@@ -182,24 +175,25 @@ def _fits_cpu_bf16(q, k, v, enable_gqa: bool) -> bool:
             and (kv_heads == heads or enable_gqa))
 
 
-def cpu_bf16_attention(q: torch.Tensor, k: torch.Tensor,
-                       v: torch.Tensor) -> Optional[torch.Tensor]:
-    """Unmasked attention ``softmax(q k^T / 8) v`` by the C kernel.
+def cpu_attention(q: torch.Tensor, k: torch.Tensor,
+                  v: torch.Tensor) -> Optional[torch.Tensor]:
+    """Unmasked attention ``softmax(q k^T / 8) v`` by the C kernel of q's
+    dtype (bf16 or float32).
 
     Args:
-        q: (B, heads, N, 64) bf16 CPU tensor, last dim contiguous (any
-            other strides, e.g. views of one qkv projection).
+        q: (B, heads, N, 64) bf16 or float32 CPU tensor, last dim contiguous
+            (any other strides, e.g. views of one qkv projection).
         k: (B, kv_heads, N, 64), ``kv_heads`` dividing ``heads`` (query
             head h reads K/V head ``h // (heads // kv_heads)``).
         v: Like ``k``.
 
     Returns:
-        (B, heads, N, 64) bf16, a view of a (B, N, heads, 64) tensor (the
-        layout the attention modules reshape to next, without a copy); None
-        when the kernel is not available on this machine (see
-        :func:`cpu_bf16_attention_available`) or could not allocate.
+        (B, heads, N, 64) in q's dtype, a view of a (B, N, heads, 64) tensor
+        (the layout the attention modules reshape to next, without a copy);
+        None when the kernel is not available on this machine (see
+        :func:`cpu_attention_available`) or could not allocate.
     """
-    fn = _cpu_bf16_kernel()
+    fn = cpu_kernel(_KERNELS[q.dtype]) if q.dtype in _KERNELS else None
     if fn is None:
         return None
     b, heads, n, d = q.shape
@@ -214,66 +208,15 @@ def cpu_bf16_attention(q: torch.Tensor, k: torch.Tensor,
     return out if rc == 0 else None
 
 
-def cpu_bf16_attention_available() -> bool:
-    """Whether this machine runs :func:`cpu_bf16_attention`: a CPU with
-    AVX512_BF16 and a C compiler that built the kernel (once, cached)."""
-    return _cpu_bf16_kernel() is not None
+def cpu_attention_available(dtype: torch.dtype = torch.bfloat16) -> bool:
+    """Whether this machine runs :func:`cpu_attention` for ``dtype``: a CPU
+    with AVX512_BF16 and a C compiler that built the kernels (once,
+    cached)."""
+    return dtype in _KERNELS and cpu_kernel(_KERNELS[dtype]) is not None
 
 
-_KERNEL_SOURCE = osp.join(osp.dirname(__file__), 'csrc', 'attention_bf16.c')
-_CFLAGS = ('-O3', '-mavx512f', '-mavx512bw', '-mavx512dq', '-mavx512vl',
-           '-mavx512bf16', '-mfma', '-fPIC', '-shared', '-pthread')
-
-
-@functools.lru_cache(maxsize=None)
-def _cpu_bf16_kernel():
-    """The C kernel as a ctypes function, built on first use into
-    ``$SAPIENS_MM_CACHE`` (default ``~/.cache/sapiens_mm``)/kernels; None
-    (logged once) when the CPU lacks AVX512_BF16 or the build fails."""
-    if not {'avx512f', 'avx512bw', 'avx512_bf16'} <= cpu_flags():
-        return None
-    compiler = os.environ.get('CC') or shutil.which('cc') or shutil.which(
-        'gcc')
-    if compiler is None:
-        print_log('No C compiler found: bf16 attention on this CPU uses '
-                  "PyTorch's slower kernel (install gcc to build the fast "
-                  'one).', logger='current', level=30)
-        return None
-    with open(_KERNEL_SOURCE, 'rb') as f:
-        source = f.read()
-    digest = hashlib.sha256(source + ' '.join(
-        (compiler, ) + _CFLAGS).encode()).hexdigest()[:16]
-    cache = osp.join(
-        os.environ.get('SAPIENS_MM_CACHE',
-                       osp.join(osp.expanduser('~'), '.cache',
-                                'sapiens_mm')), 'kernels')
-    path = osp.join(cache, f'attention_bf16-{digest}.so')
-    try:
-        if not osp.isfile(path):
-            os.makedirs(cache, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(suffix='.so', dir=cache)
-            os.close(fd)
-            try:
-                proc = subprocess.run(
-                    [compiler, *_CFLAGS, _KERNEL_SOURCE, '-o', tmp, '-lm'],
-                    capture_output=True, text=True, timeout=300)
-                if proc.returncode:
-                    raise OSError((proc.stderr.strip().splitlines()
-                                   or ['unknown error'])[-1])
-                os.replace(tmp, path)  # whole files only, even when racing
-            finally:
-                if osp.exists(tmp):
-                    os.remove(tmp)
-        lib = ctypes.CDLL(path)
-    except (OSError, subprocess.SubprocessError) as e:
-        print_log(f'Could not build the bf16 CPU attention kernel ({e}); '
-                  "using PyTorch's kernel.", logger='current', level=30)
-        return None
-    fn = lib.sapiens_attention_bf16
-    i64, i64p = ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
-    fn.argtypes = [ctypes.c_void_p] * 4 + [i64] * 4 + [i64p] * 4 + [
-        ctypes.c_float, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    print_log(f'bf16 CPU attention: C kernel {path}', logger='current',
-              level=10)
-    return fn
+# dtype -> the C kernel for it
+_KERNELS = {
+    torch.bfloat16: 'sapiens_attention_bf16',
+    torch.float32: 'sapiens_attention_f32',
+}

@@ -7,11 +7,12 @@
 
 Times, in interleaved rounds (one timing of each candidate per round, so
 that load from other jobs hits all alike), the GEMMs of one encoder layer
-(``F.linear`` on its qkv / proj / FFN shapes: the GEMM rate) and each
-attention route on (batch, heads, tokens, head size): PyTorch's
+(its qkv / proj / FFN shapes through the linear layers the models run,
+:class:`sapiens_mm.utils.cpu_linear.PackedCpuLinear`: the GEMM rate) and
+each attention route on (batch, heads, tokens, head size): PyTorch's
 ``F.scaled_dot_product_attention``, a batched ``q @ k^T`` alone, the
-package's bf16 CPU kernel (:func:`sapiens_mm.utils.sdpa.cpu_bf16_attention`)
-and, with ``--with-compile``, Inductor's CPU flex-attention template
+package's bf16 or float32 CPU kernel
+(:func:`sapiens_mm.utils.sdpa.cpu_attention`) and, with ``--with-compile``, Inductor's CPU flex-attention template
 (``torch.compile(flex_attention)``) and ``torch.compile`` of SDPA with
 ``max-autotune``. Prints each route's GFLOP/s (median and best round), its
 ratio to the GEMM rate, and its largest difference from a float64
@@ -23,11 +24,13 @@ import sys
 import time
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
+from sapiens_mm.utils.cpu_linear import pack_cpu_linears
 from sapiens_mm.utils.sdpa import (
-    cpu_bf16_attention,
-    cpu_bf16_attention_available,
+    cpu_attention,
+    cpu_attention_available,
     sdpa_backend,
 )
 
@@ -85,16 +88,19 @@ def main(argv=None) -> int:
     gemms = [(n, c, c + 2 * kvh * d), (n, c, c), (n, c, args.ffn),
              (n, args.ffn, c)]
     gemm_inputs = [(torch.randn(m, kk, generator=gen).to(dtype),
-                    torch.randn(nn_, kk, generator=gen).to(dtype))
+                    nn.Linear(kk, nn_, bias=False, dtype=dtype))
                    for m, kk, nn_ in gemms]
+    for _, layer in gemm_inputs:
+        pack_cpu_linears(layer)
     gemm_flops = sum(2 * m * kk * nn_ for m, kk, nn_ in gemms)
 
     def layer_gemms():
-        for x, w in gemm_inputs:
-            F.linear(x, w)
+        with torch.inference_mode():
+            for x, layer in gemm_inputs:
+                layer(x)
 
     cands = {
-        'GEMMs of the layer (F.linear)': (layer_gemms, gemm_flops),
+        'GEMMs of the layer (packed linear)': (layer_gemms, gemm_flops),
         'F.scaled_dot_product_attention': (
             lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa),
             att_flops),
@@ -102,11 +108,11 @@ def main(argv=None) -> int:
             lambda: q @ k.repeat_interleave(h // kvh, 1).transpose(-1, -2),
             att_flops // 2),
     }
-    if dtype == torch.bfloat16 and d == 64 and cpu_bf16_attention_available():
-        cands['bf16 CPU kernel (sapiens_mm)'] = (
-            lambda: cpu_bf16_attention(q, k, v), att_flops)
-    elif dtype == torch.bfloat16:
-        print('bf16 CPU kernel: not available on this machine '
+    if d == 64 and cpu_attention_available(dtype):
+        cands[f'{args.dtype} CPU kernel (sapiens_mm)'] = (
+            lambda: cpu_attention(q, k, v), att_flops)
+    else:
+        print(f'{args.dtype} CPU kernel: not available on this machine '
               '(AVX512_BF16 / C compiler / head size 64)')
     if args.with_compile:
         from torch.nn.attention.flex_attention import flex_attention

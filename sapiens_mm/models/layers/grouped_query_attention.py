@@ -96,10 +96,12 @@ class GroupedQueryAttention(nn.Module):
         """
         B, N, C = x.shape
         hd = self.head_dims
-        q = self.wq(x).view(B, N, self.num_heads, hd).transpose(1, 2)
-        k = self.wk(x).view(B, N, self.num_kv_heads, hd).transpose(1, 2)
+        # The per-head norms before the transposes: rows of contiguous
+        # memory for the norm kernels, the same values.
+        q = self.q_norm(self.wq(x).view(B, N, self.num_heads, hd))
+        k = self.k_norm(self.wk(x).view(B, N, self.num_kv_heads, hd))
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = self.wv(x).view(B, N, self.num_kv_heads, hd).transpose(1, 2)
-        q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
             q, k = apply_rope(q, k, rope)
         out = self.scaled_dot_product_attention(

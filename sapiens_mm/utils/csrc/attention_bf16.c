@@ -13,8 +13,8 @@
  * for the second product, as PyTorch's CPU flash kernel does), and
  * accumulates P v in float32 before one division and rounding to bf16.
  *
- * Plain C with pthreads, no PyTorch headers: it builds in about a second
- * and is called through ctypes (which releases the GIL).
+ * Plain C with pthreads (parallel.h), no PyTorch headers: it builds in
+ * about a second and is called through ctypes (which releases the GIL).
  */
 #include <immintrin.h>
 #include <math.h>
@@ -22,6 +22,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "parallel.h"
+#include "simd_math.h"
 
 #define HD 64    /* head size */
 #define PAIRS 32 /* HD / 2 */
@@ -41,11 +44,6 @@ typedef struct {
     int nthreads;
     volatile int failed; /* a worker could not allocate its buffers */
 } Args;
-
-typedef struct {
-    Args *a;
-    int id;
-} Job;
 
 /* K of one head -> [key block of 16][pair][16 keys][2] (zero padded). */
 static void pack_k(const Args *a, int64_t b, int64_t h, bf16 *dst) {
@@ -80,8 +78,8 @@ static void pack_v(const Args *a, int64_t b, int64_t h, bf16 *dst) {
 }
 
 static void *pack_worker(void *arg) {
-    Job *job = (Job *)arg;
-    Args *a = job->a;
+    ParallelJob *job = (ParallelJob *)arg;
+    Args *a = (Args *)job->args;
     int64_t heads = a->batch * a->kv_heads;
     for (int64_t t = job->id; t < heads; t += a->nthreads) {
         int64_t b = t / a->kv_heads, h = t % a->kv_heads;
@@ -89,23 +87,6 @@ static void *pack_worker(void *arg) {
         pack_v(a, b, h, a->vpack + t * a->mpad * HD);
     }
     return NULL;
-}
-
-/* 2^x for x in [-127, 0]: Cody-Waite split and a degree-6 polynomial
- * (relative error below 2e-7, far under bf16's 4e-3). */
-static inline __m512 exp2_ps(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));
-    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT |
-                                           _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(x, n); /* [-0.5, 0.5] */
-    __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
 }
 
 static inline __m512bh as_bh(__m512i x) { return (__m512bh)x; }
@@ -189,8 +170,8 @@ static void pv4(const Args *a, const bf16 *p, const bf16 *vp, float *out) {
 }
 
 static void *attend_worker(void *arg) {
-    Job *job = (Job *)arg;
-    Args *a = job->a;
+    ParallelJob *job = (ParallelJob *)arg;
+    Args *a = (Args *)job->args;
     int64_t row_blocks = (a->n + ROWS - 1) / ROWS;
     int64_t tasks = a->batch * a->heads * row_blocks;
     int64_t per = (tasks + a->nthreads - 1) / a->nthreads;
@@ -238,30 +219,6 @@ static void *attend_worker(void *arg) {
     return NULL;
 }
 
-static int run_threads(Args *a, void *(*fn)(void *)) {
-    pthread_t th[256];
-    Job jobs[256];
-    int started = 0;
-    for (int i = 1; i < a->nthreads; i++) {
-        jobs[i].a = a;
-        jobs[i].id = i;
-        if (pthread_create(&th[i], NULL, fn, &jobs[i]) != 0)
-            break;
-        started = i;
-    }
-    if (started != a->nthreads - 1) { /* could not start them all */
-        for (int i = 1; i <= started; i++)
-            pthread_join(th[i], NULL);
-        return -1;
-    }
-    jobs[0].a = a;
-    jobs[0].id = 0;
-    fn(&jobs[0]);
-    for (int i = 1; i < a->nthreads; i++)
-        pthread_join(th[i], NULL);
-    return 0;
-}
-
 /* Returns 0 on success, -1 when memory or threads ran out. Tensors are
  * (batch, heads, n, 64) with any strides on dims 0-2 and a unit stride on
  * the last; k / v have kv_heads heads and m == n keys. */
@@ -280,13 +237,15 @@ int sapiens_attention_bf16(const bf16 *q, const bf16 *k, const bf16 *v,
     }
     a.scale = scale;
     a.mpad = (n + KBLK - 1) / KBLK * KBLK;
-    a.nthreads = nthreads < 1 ? 1 : nthreads > 256 ? 256 : nthreads;
+    a.nthreads = clamp_threads(nthreads);
     size_t bytes = sizeof(bf16) * batch * kv_heads * a.mpad * HD;
     a.kpack = aligned_alloc(64, (bytes + 63) / 64 * 64);
     a.vpack = aligned_alloc(64, (bytes + 63) / 64 * 64);
     int rc = -1;
-    if (a.kpack && a.vpack && run_threads(&a, pack_worker) == 0)
-        rc = run_threads(&a, attend_worker) == 0 && !a.failed ? 0 : -1;
+    if (a.kpack && a.vpack && run_parallel(pack_worker, &a, a.nthreads) == 0)
+        rc = run_parallel(attend_worker, &a, a.nthreads) == 0 && !a.failed
+                 ? 0
+                 : -1;
     free(a.kpack);
     free(a.vpack);
     return rc;
