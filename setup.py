@@ -48,7 +48,7 @@ setup(
     long_description_content_type='text/markdown',
     packages=find_packages(include=['sapiens_mm', 'sapiens_mm.*']),
     package_data={'sapiens_mm': ['data/*.json', 'data/*.png', 'data/*.jpg',
-                               'utils/csrc/*.c']},
+                               'utils/csrc/*.c', 'utils/csrc/*.h']},
     include_package_data=True,
     python_requires='>=3.10',
     install_requires=[

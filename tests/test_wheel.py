@@ -85,8 +85,13 @@ def test_installed_package_is_the_wheel(installed):
         print(cfg.model.backbone.arch, cfg.data_mode)
         from sapiens_mm.zoo.cards import find_card, model_index_path
         print(model_index_path(), find_card('sapiens2-pose-0.4b').config)
-        ''')], work, env).splitlines()
-    package, root, recognised, arch, registry = out[-5:]
+        from sapiens_mm.utils.cpu_features import cpu_flags
+        from sapiens_mm.utils.cpu_kernels import cpu_kernel
+        print('avx512_bf16' in cpu_flags(),
+              cpu_kernel('sapiens_attention_f32') is not None)
+        ''')], work, dict(env, SAPIENS_MM_CACHE=str(work / 'cache'))
+               ).splitlines()
+    package, root, recognised, arch, registry, kernels = out[-6:]
     assert Path(package).is_relative_to(env_dir)
     assert not Path(package).is_relative_to(ROOT)
     assert Path(root).is_relative_to(env_dir) and root.endswith(
@@ -100,6 +105,10 @@ def test_installed_package_is_the_wheel(installed):
     assert Path(index) == Path(root).parent / 'model-index.yml'
     assert Path(card_config) == Path(root) / \
         'sapiens2/pose/sapiens2_0.4b-goliath-1024x768.py'
+    # the C kernels build from the sources and headers the wheel ships
+    # (into a fresh cache) wherever the CPU has the instructions
+    has_bf16, built = kernels.split()
+    assert built == has_bf16
 
 
 def test_cli_help_and_tiny_inference(installed):
