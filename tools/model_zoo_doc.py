@@ -30,6 +30,12 @@ the cache only). `python tools/download.py NAME... [--dest DIR]` prefetches,
 `python tools/download.py --list` lists the models with the sizes of the
 cached files.
 
+The person detector `rtmdet-m-person` (alias `rtmdet-m`) is the default of
+the inference command and the inferencers (`--detector auto`) where mmdet
+imports and its weights are cached or can be downloaded; elsewhere (no
+mmdet, or offline without the file) they fall back to OpenCV's HOG detector
+and say so in one log line.
+
 The licences differ: the Sapiens (v1) models are CC-BY-NC-4.0
 (non-commercial); the Sapiens2 models are under the Sapiens2 License, a
 Meta licence that forbids, among others, surveillance, biometric
