@@ -28,7 +28,11 @@ The file is downloaded once into the Hugging Face cache (`HF_HOME` /
 `HF_HUB_CACHE`; `HF_TOKEN` for gated repositories, `HF_HUB_OFFLINE=1` to use
 the cache only). `python tools/download.py NAME... [--dest DIR]` prefetches,
 `python tools/download.py --list` lists the models with the sizes of the
-cached files.
+cached files. The shipped `model-index.yml` is OpenMMLab's format:
+`mim download sapiens_mm --config NAME --dest DIR` (openmim, installed
+sapiens_mm; not an editable checkout, whose configs mim cannot locate)
+downloads the file itself (no Hugging Face cache) and writes the config
+as `DIR/NAME.py`.
 
 The person detector `rtmdet-m-person` (alias `rtmdet-m`) is the default of
 the inference command and the inferencers (`--detector auto`) where mmdet
