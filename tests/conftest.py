@@ -16,7 +16,6 @@ os.environ.setdefault('OMP_NUM_THREADS', '1')
 for _var in ('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE'):
     os.environ.pop(_var, None)
 import huggingface_hub  # noqa: E402,F401
-
 import pytest  # noqa: E402
 import torch  # noqa: E402
 

@@ -353,7 +353,7 @@ def _auto_detector(device: str, det_cat_ids: Union[int, Sequence[int]]
     mmdet runs here and its weights are cached or can be downloaded, else
     OpenCV's HOG detector; one log line says which and why."""
     # the registry sits above this package: imported here
-    from sapiens_mm.zoo import HubError, NotCachedError, find_card, fetch
+    from sapiens_mm.zoo import HubError, NotCachedError, fetch, find_card
     from sapiens_mm.zoo.hub import cached_file, is_offline
     card = find_card(AUTO_DETECTOR)
     hint = ('RTMDet-m, the official Sapiens person detector, is the '
