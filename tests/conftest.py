@@ -10,6 +10,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / 'helpers'))
 # shared 2-core machine, heavy contention): one thread, subprocesses too.
 os.environ.setdefault('OMP_NUM_THREADS', '1')
 
+# huggingface_hub reads HF_HUB_OFFLINE once, when imported: imported before
+# the session goes offline (below), it stays able to reach the loopback Hub
+# of the tests that unset HF_HUB_OFFLINE (sapiens_mm reads it at each call).
+for _var in ('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE'):
+    os.environ.pop(_var, None)
+import huggingface_hub  # noqa: E402,F401
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -30,6 +36,28 @@ def _pt2_trust_store(tmp_path_factory):
         os.environ.pop('SAPIENS_MM_TRUST_STORE', None)
     else:
         os.environ['SAPIENS_MM_TRUST_STORE'] = old
+
+
+@pytest.fixture(autouse=True, scope='session')
+def _hermetic_hub(tmp_path_factory):
+    """No test reaches the real Hugging Face Hub: the session (and its
+    subprocesses) is offline with an empty private cache, so a default that
+    would download (the RTMDet-m person detector) falls back. Tests of
+    downloads unset HF_HUB_OFFLINE and point HF_ENDPOINT at a loopback Hub
+    through monkeypatch."""
+    names = ('HF_HUB_OFFLINE', 'HF_HOME', 'HF_HUB_CACHE', 'HF_ENDPOINT',
+             'HF_TOKEN')
+    old = {k: os.environ.get(k) for k in names}
+    for k in names:
+        os.environ.pop(k, None)
+    os.environ['HF_HUB_OFFLINE'] = '1'
+    os.environ['HF_HOME'] = str(tmp_path_factory.mktemp('hf_home'))
+    yield
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture(autouse=True)

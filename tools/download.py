@@ -6,8 +6,9 @@
 
 Files go to the Hugging Face cache (``HF_HOME`` / ``HF_HUB_CACHE``), where
 every sapiens_mm command (and ``HF_HUB_OFFLINE=1`` runs) finds them; with
-``--dest`` a copy is also written there. Prefetch on a machine with internet,
-then copy the cache to an offline cluster. Gated repositories need
+``--dest`` a copy is also written there. An interrupted download is
+continued by the next run (HTTP range request). Prefetch on a machine with
+internet, then copy the cache to an offline cluster. Gated repositories need
 ``HF_TOKEN``; ``HF_ENDPOINT`` selects a mirror.
 """
 import argparse

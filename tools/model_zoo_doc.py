@@ -28,7 +28,25 @@ The file is downloaded once into the Hugging Face cache (`HF_HOME` /
 `HF_HUB_CACHE`; `HF_TOKEN` for gated repositories, `HF_HUB_OFFLINE=1` to use
 the cache only). `python tools/download.py NAME... [--dest DIR]` prefetches,
 `python tools/download.py --list` lists the models with the sizes of the
-cached files.
+cached files. Downloads resume: a stopped download (dropped connection,
+interrupted or killed process) keeps its bytes in the cache
+(`blobs/<etag>.incomplete`, under the lock huggingface_hub takes for that
+file) and the next run continues it with an HTTP range request; a finished
+file is checked (size, SHA-256 of the Hub listing) before it enters the
+cache's usual layout (`blobs/`, `snapshots/`, `refs/`), where every Hugging
+Face tool finds it. Files are fetched over HTTP even from Xet-backed
+repositories (as huggingface_hub does without `hf_xet`), because only HTTP
+transfers can be resumed. The shipped `model-index.yml` is OpenMMLab's format:
+`mim download sapiens_mm --config NAME --dest DIR` (openmim, installed
+sapiens_mm; not an editable checkout, whose configs mim cannot locate)
+downloads the file itself (no Hugging Face cache) and writes the config
+as `DIR/NAME.py`.
+
+The person detector `rtmdet-m-person` (alias `rtmdet-m`) is the default of
+the inference command and the inferencers (`--detector auto`) where mmdet
+imports and its weights are cached or can be downloaded; elsewhere (no
+mmdet, or offline without the file) they fall back to OpenCV's HOG detector
+and say so in one log line.
 
 The licences differ: the Sapiens (v1) models are CC-BY-NC-4.0
 (non-commercial); the Sapiens2 models are under the Sapiens2 License, a

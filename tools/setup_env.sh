@@ -92,6 +92,11 @@ log "stage 3/4: OpenMMLab packages, the other dependencies, the docs tools"
 pipq install -r "$ROOT/requirements.txt" -r "$ROOT/requirements-test.txt" \
   -r "$ROOT/requirements-docs.txt" 'setuptools>=77.0.3,<81'
 pipq install --no-deps mmpose==1.3.2
+# OpenMMLab's mim (`mim download sapiens_mm --config NAME`): without its
+# opendatalab / openxlab dependencies, which would downgrade requests,
+# urllib3, rich, setuptools, tqdm, ...; what `mim download` imports is
+# installed above (requirements-test.txt)
+pipq install --no-deps openmim==0.3.9
 
 log "stage 4/4: sapiens_mm (editable)"
 pipq install --no-deps --no-build-isolation -e "$ROOT"

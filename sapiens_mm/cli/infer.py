@@ -126,12 +126,14 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='read at most this many frames of each video / '
                    'webcam')
     d = p.add_argument_group('person boxes (pose; x1, y1, x2, y2 pixels)')
-    d.add_argument('--detector', choices=('hog', 'haar', 'none',
-                                          'rtmdet-m'),
-                   default='hog', help='person detector, used when '
-                   '--det-model is not given: built-in OpenCV (hog, haar; no '
-                   'download), or rtmdet-m, the official Sapiens RTMDet-m '
-                   'person detector (mmdet; downloaded once) (default: '
+    d.add_argument('--detector', choices=('auto', 'rtmdet-m', 'hog', 'haar',
+                                          'none'),
+                   default='auto', help='person detector, used when '
+                   '--det-model is not given: rtmdet-m, the official Sapiens '
+                   'RTMDet-m person detector (mmdet; downloaded once), or '
+                   'built-in OpenCV (hog, haar; no download); auto: rtmdet-m '
+                   'where mmdet runs and its weights are cached or can be '
+                   'downloaded, else hog, said in one log line (default: '
                    '%(default)s); when it finds no one the whole image is '
                    'used (see --no-whole-image-fallback)')
     # mmpose's inferencer_demo.py names; the older spellings still work

@@ -17,6 +17,10 @@ Every detector maps a BGR image to ``(boxes (N, 4) xyxy, scores (N,))``:
   finds people by their face, its box is the face box and its score the
   number of merged cascade windows (not a probability).
 
+``build_person_detector('auto')``, the default of the inferencers and of
+the ``infer`` command, is RTMDet-m (the model registry's
+``rtmdet-m-person``, downloaded once) where mmdet runs, else HOG.
+
 For pose, when nothing is found, the whole image is the person box, as in
 the official demos. :func:`select_person_boxes` applies that fallback order
 (user boxes, if given, come first), the score threshold and NMS (mmcv's).
@@ -34,7 +38,7 @@ __all__ = [
     'PersonDetector', 'OpenCVPersonDetector', 'OpenCVFaceDetector',
     'MMDetPersonDetector', 'build_person_detector', 'nms', 'filter_boxes',
     'select_person_boxes', 'whole_image_box', 'boxes_per_input',
-    'check_boxes'
+    'check_boxes', 'mmdet_import_error', 'AUTO_DETECTOR'
 ]
 
 BoxesScores = Tuple[np.ndarray, np.ndarray]
@@ -324,8 +328,69 @@ class MMDetPersonDetector(PersonDetector):
                 pred.scores[keep].cpu().numpy().astype(np.float32))
 
 
+#: The registry name of the detector ``detector='auto'`` prefers.
+AUTO_DETECTOR = 'rtmdet-m-person'
+
+
+def mmdet_import_error() -> Optional[str]:
+    """Why mmdet cannot run here (``'No module named mmdet'``, a version
+    check of mmdet failing on import, ...), or None when ``mmdet.apis``
+    imports."""
+    import importlib.util
+    if importlib.util.find_spec('mmdet') is None:
+        return 'mmdet is not installed'
+    try:
+        import mmdet.apis  # noqa: F401
+    except Exception as e:  # noqa: BLE001 (mmdet asserts mmcv versions)
+        return f'mmdet does not import ({type(e).__name__}: ' \
+            f'{" ".join(str(e).split())[:200]})'
+    return None
+
+
+def _auto_detector(device: str, det_cat_ids: Union[int, Sequence[int]]
+                   ) -> PersonDetector:
+    """``detector='auto'``: the official RTMDet-m person detector when
+    mmdet runs here and its weights are cached or can be downloaded, else
+    OpenCV's HOG detector; one log line says which and why."""
+    # the registry sits above this package: imported here
+    from sapiens_mm.zoo import HubError, NotCachedError, fetch, find_card
+    from sapiens_mm.zoo.hub import cached_file, is_offline
+    card = find_card(AUTO_DETECTOR)
+    hint = ('RTMDet-m, the official Sapiens person detector, is the '
+            'default where mmdet runs and its weights are in the Hugging '
+            'Face cache or can be downloaded')
+    problem = mmdet_import_error()
+    level = 20
+    if problem is None and is_offline() and cached_file(card) is None:
+        problem = ('HF_HUB_OFFLINE is set and its weights are not in the '
+                   'Hugging Face cache (`python tools/download.py rtmdet-m` '
+                   'where the Hub is reachable)')
+    elif problem is not None:
+        problem += ' (`mim install "mmdet>=3.1"` or `pip install mmdet`)'
+    if problem is None:
+        try:
+            weights = fetch(card)
+            detector = MMDetPersonDetector(str(card.config), weights, device,
+                                           det_cat_ids)
+        except NotCachedError as e:
+            problem = str(e)
+        except (HubError, ImportError, OSError) as e:
+            problem = (f'its weights could not be fetched or loaded ({e}); '
+                       '`python tools/download.py rtmdet-m` downloads them')
+            level = 30
+        else:
+            print_log(f'Person detector: {card.name} (RTMDet-m, mmdet; '
+                      f'{card.repo_id}), the default where mmdet runs; '
+                      '--detector hog for the built-in OpenCV detector.',
+                      logger='current')
+            return detector
+    print_log(f'Person detector: OpenCV HOG (no download), because '
+              f'{problem}. {hint}.', logger='current', level=level)
+    return OpenCVPersonDetector('hog')
+
+
 def build_person_detector(
-        detector: Union[str, PersonDetector, None] = 'hog',
+        detector: Union[str, PersonDetector, None] = 'auto',
         det_model=None,
         det_weights: Optional[str] = None,
         device: str = 'cpu',
@@ -334,13 +399,18 @@ def build_person_detector(
     """Build a person detector.
 
     Args:
-        detector: ``'hog'`` or ``'haar'`` (:class:`OpenCVPersonDetector`),
-            ``'face'`` (:class:`OpenCVFaceDetector`), ``'none'`` / None (no
+        detector: ``'auto'`` (the default: the official Sapiens RTMDet-m
+            person detector where mmdet runs and its weights are in the
+            Hugging Face cache or can be downloaded, else ``'hog'``; one log
+            line says which and why; a failed download falls back to HOG
+            with a warning), ``'hog'`` or ``'haar'``
+            (:class:`OpenCVPersonDetector`), ``'face'``
+            (:class:`OpenCVFaceDetector`), ``'none'`` / None (no
             detector: user boxes or the whole image), a detection model of
-            the registry (``'rtmdet-m'``, the official Sapiens RTMDet-m
-            person detector: an :class:`MMDetPersonDetector` of its shipped
-            config and its downloaded weights), or a
-            :class:`PersonDetector`. Ignored when ``det_model`` is given.
+            the registry (``'rtmdet-m'``: an :class:`MMDetPersonDetector` of
+            its shipped config and its downloaded weights; a failed download
+            is an error), or a :class:`PersonDetector`. Ignored when
+            ``det_model`` is given.
         det_model: mmdet config (file or Config); with ``det_weights``,
             takes priority (the names of mmpose's ``Pose2DInferencer``).
         det_weights: mmdet checkpoint.
@@ -353,7 +423,8 @@ def build_person_detector(
     Raises:
         ValueError: An unknown detector, or ``det_weights`` without
             ``det_model``.
-        HubError: A registry detector could not be downloaded (one line).
+        HubError: A registry detector named explicitly could not be
+            downloaded (one line).
     """
     if det_model is not None:
         return MMDetPersonDetector(det_model, det_weights, device,
@@ -365,6 +436,8 @@ def build_person_detector(
         return detector
     if detector is None or detector == 'none':
         return None
+    if detector == 'auto':
+        return _auto_detector(device, det_cat_ids)
     if detector in ('hog', 'haar'):
         return OpenCVPersonDetector(detector)
     if detector == 'face':
@@ -377,10 +450,10 @@ def build_person_detector(
     if card is not None and card.task == 'detection':
         return MMDetPersonDetector(str(card.config), fetch(card), device,
                                    det_cat_ids)
-    raise ValueError(f'Unknown detector {detector!r}: use "hog", "haar", '
-                     '"face", "none", "rtmdet-m" (the official Sapiens '
-                     'person detector, downloaded), a PersonDetector, or '
-                     'det_model / det_weights for an mmdet detector.')
+    raise ValueError(f'Unknown detector {detector!r}: use "auto", "hog", '
+                     '"haar", "face", "none", "rtmdet-m" (the official '
+                     'Sapiens person detector, downloaded), a PersonDetector,'
+                     ' or det_model / det_weights for an mmdet detector.')
 
 
 def select_person_boxes(

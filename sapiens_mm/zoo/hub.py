@@ -16,13 +16,16 @@ repositories), ``HF_HUB_OFFLINE`` (use the cache only).
 - The file is chosen from the repository's listing: the card's file name, or
   else the file matching its ``File Pattern`` (names drift between a
   repository's variants).
-- Downloads show a progress bar (``huggingface_hub``'s); a connection that
-  drops is resumed from where it stopped (an HTTP range request).
-  ``huggingface_hub`` 1.x and later keep no partial file across processes:
-  a download whose process was killed starts over.
+- Downloads show a progress bar (``huggingface_hub``'s) and resume: a
+  connection that drops is continued at once, and a download whose process
+  stopped (killed, interrupted) is continued by the next run, both with an
+  HTTP range request from the bytes kept in the cache as
+  ``blobs/<etag>.incomplete`` (``huggingface_hub`` 1.x and later keep no
+  partial file across processes, so the transfer is done here, through its
+  ``http_get``, into the cache layout it reads).
 - A new download is checked against the size and SHA-256 of the listing and
-  of the card; a mismatch removes it from the cache and downloads it once
-  more, then fails. A bad file is never returned.
+  of the card before it enters the cache; a mismatch deletes it and
+  downloads it once more, then fails. A bad file is never returned.
 - The licence of a model is logged when it is first downloaded.
 - Every failure is one line that says what to do: a gated repository, an
   unknown name (with the closest names), a file missing from the repository,
@@ -36,6 +39,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
+from urllib.parse import urlsplit
 
 from mmengine.logging import print_log
 
@@ -253,40 +257,120 @@ def _check(path: str, expected: HubFile, card: Optional[ModelCard]
     return None
 
 
-def _remove_cached(path: str) -> None:
-    """Remove a cached file: its snapshot link and the blob it points to
-    (files of the Hugging Face cache only, never a user's path)."""
-    blob = osp.realpath(path)
-    for p in {path, blob}:
-        if osp.lexists(p):
-            os.remove(p)
+def _repo_folder(cache_dir: str, repo_id: str) -> Path:
+    """The cache folder of a model repository
+    (``models--<org>--<name>``, Hugging Face's layout)."""
+    return Path(cache_dir) / ('models--' + repo_id.replace('/', '--'))
+
+
+def _link(repo_dir: Path, blob: Path, commit: str, revision: str,
+          filename: str) -> str:
+    """Point ``snapshots/<commit>/<filename>`` at ``blob`` (a relative
+    symbolic link, a copy where links are not supported) and record
+    ``refs/<revision>`` when the revision is not the commit itself: the
+    Hugging Face cache layout, which every Hugging Face tool reads."""
+    pointer = repo_dir / 'snapshots' / commit / filename
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    if not (pointer.is_file()
+            and osp.realpath(pointer) == osp.realpath(blob)):
+        tmp = pointer.with_name(f'.{pointer.name}.{os.getpid()}.link')
+        if osp.lexists(tmp):
+            os.remove(tmp)
+        try:
+            os.symlink(osp.relpath(blob, pointer.parent), tmp)
+        except OSError:
+            import shutil
+            shutil.copyfile(blob, tmp)
+        os.replace(tmp, pointer)
+    if revision != commit:
+        ref = repo_dir / 'refs' / revision
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        if not ref.is_file() or ref.read_text() != commit:
+            ref.write_text(commit)
+    return str(pointer)
+
+
+def _resume(url: str, partial: Path, size: Optional[int], headers: dict,
+            filename: str) -> None:
+    """Download ``url`` into ``partial``, continuing the bytes already
+    there with an HTTP range request (``huggingface_hub``'s ``http_get``:
+    its progress bar, its retries of a dropped connection)."""
+    from huggingface_hub.file_download import http_get
+    have = partial.stat().st_size if partial.exists() else 0
+    with open(partial, 'ab') as f:
+        if size is not None and have > size:  # not the start of this file
+            f.truncate(0)
+            have = 0
+        if have:
+            print_log(f'{filename}: resuming the download at byte {have}.',
+                      logger='current')
+        http_get(url, f, resume_size=have, headers=headers,
+                 expected_size=size, displayed_filename=filename)
 
 
 def _download(hub_file: HubFile, card: Optional[ModelCard],
               cache_dir: str) -> str:
-    from huggingface_hub import hf_hub_download
-    what = _what(card, hub_file.repo_id, hub_file.filename)
-    for attempt in (1, 2):
-        try:
-            path = hf_hub_download(
-                hub_file.repo_id, hub_file.filename,
-                revision=hub_file.revision, cache_dir=cache_dir,
-                endpoint=_endpoint())
-        except Exception as e:  # noqa: BLE001
-            raise _hub_error(e, card, hub_file.repo_id,
-                             hub_file.filename) from None
-        problem = _check(path, hub_file, card)
-        if problem is None:
-            return path
-        _remove_cached(path)
-        print_log(f'{what}: the download is corrupt ({problem}); removed '
-                  'from the cache' + ('; downloading it again.'
-                                      if attempt == 1 else '.'),
-                  logger='current', level=30)
+    """Download a file into the Hugging Face cache, resumable across
+    processes, checked before it enters the cache.
+
+    The bytes go to ``blobs/<etag>.incomplete`` in the repository's cache
+    folder, under the lock ``huggingface_hub`` takes for the same blob
+    (``.locks/models--<org>--<name>/<etag>.lock``): a download that
+    stops, even by a killed process, is continued by the next one from
+    where it stopped. The complete file is checked (size; SHA-256 of the
+    listing and of the card), then renamed to ``blobs/<etag>`` and linked
+    as ``snapshots/<commit>/<path>`` (``refs/<revision>`` recorded), the
+    layout ``huggingface_hub`` itself writes and reads. A file that fails
+    the check is deleted and downloaded once more, then refused.
+    """
+    from filelock import FileLock
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers
+    repo_id, name = hub_file.repo_id, hub_file.filename
+    what = _what(card, repo_id, name)
+    url = hf_hub_url(repo_id, name, revision=hub_file.revision,
+                     endpoint=_endpoint())
+    try:
+        meta = get_hf_file_metadata(url, endpoint=_endpoint())
+        if not meta.commit_hash or not meta.etag:
+            raise HubError(f'{what}: {url} answered without the '
+                           'X-Repo-Commit / ETag headers of a Hugging Face '
+                           'Hub; check HF_ENDPOINT.')
+        headers = build_hf_headers()
+        location = meta.location or url
+        if urlsplit(location).netloc != urlsplit(url).netloc:
+            headers.pop('authorization', None)  # a signed CDN URL
+        repo_dir = _repo_folder(cache_dir, repo_id)
+        blob = repo_dir / 'blobs' / meta.etag
+        partial = blob.with_name(blob.name + '.incomplete')
+        lock = Path(cache_dir) / '.locks' / repo_dir.name / \
+            f'{meta.etag}.lock'
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in (1, 2):
+            with FileLock(str(lock)):
+                fresh = not blob.is_file()
+                if fresh:
+                    _resume(location, partial, meta.size, headers, name)
+                candidate = partial if fresh else blob
+                problem = _check(str(candidate), hub_file, card)
+                if problem is None:
+                    if fresh:
+                        os.replace(partial, blob)
+                    return _link(repo_dir, blob, meta.commit_hash,
+                                 hub_file.revision, name)
+                os.remove(candidate)
+            print_log(f'{what}: the download is corrupt ({problem}); '
+                      'deleted' + ('; downloading it again.'
+                                   if attempt == 1 else '.'),
+                      logger='current', level=30)
+    except HubError:
+        raise
+    except Exception as e:  # noqa: BLE001 (every Hub error becomes a line)
+        raise _hub_error(e, card, repo_id, name) from None
     raise CorruptDownloadError(
-        f'{what}: the download is corrupt twice ({problem}); it was removed '
-        'from the cache. Check the network / HF_ENDPOINT mirror and try '
-        'again.')
+        f'{what}: the download is corrupt twice ({problem}); it was deleted.'
+        ' Check the network / HF_ENDPOINT mirror and try again.')
 
 
 def fetch(card: ModelCard,

@@ -523,7 +523,7 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
     assert calls['init'] == dict(
         models=dict(seg=dict(config='s.py', checkpoint=None)), tasks=None,
         device=None, batch_size=1, dtype='auto', compile=False,
-        detector='hog', det_model=None, det_weights=None, det_cat_ids=[0],
+        detector='auto', det_model=None, det_weights=None, det_cat_ids=[0],
         bbox_thr=0.3, nms_thr=0.3, kpt_thr=0.3, track=True, smooth=True,
         det_interval=1, tracker_cfg=dict(min_cutoff=4.0, beta=4.0,
                                          d_cutoff=1.0),

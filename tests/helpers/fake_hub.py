@@ -15,6 +15,8 @@
 Every request is recorded (:attr:`FakeHub.requests`). Faults can be
 injected: :meth:`FakeHub.drop_after` sends only the first bytes of a file on
 its next download and then drops the connection (a download cut halfway);
+:meth:`FakeHub.stall_after` sends the first bytes and then stalls, the
+connection open, until the hub closes (a client killed mid-download);
 :meth:`FakeHub.add_file` with ``listed_sha256`` lists a hash the content
 does not have (a corrupt download).
 """
@@ -41,6 +43,10 @@ class FakeHub:
         self.commits: Dict[str, str] = {}
         self.requests: List[Tuple[str, str, Optional[str]]] = []
         self._drops: Dict[Tuple[str, str], int] = {}
+        self._stalls: Dict[Tuple[str, str], int] = {}
+        #: Set once a stalled download has sent its bytes.
+        self.stalled = threading.Event()
+        self._closing = threading.Event()
         self._lock = threading.Lock()
         self._server: Optional[ThreadingHTTPServer] = None
 
@@ -67,6 +73,11 @@ class FakeHub:
         """The next GET of the file sends ``nbytes`` bytes, then drops the
         connection."""
         self._drops[(repo_id, path)] = nbytes
+
+    def stall_after(self, repo_id: str, path: str, nbytes: int) -> None:
+        """The next GET of the file sends ``nbytes`` bytes, sets
+        :attr:`stalled`, then sends nothing more until the hub closes."""
+        self._stalls[(repo_id, path)] = nbytes
 
     @property
     def endpoint(self) -> str:
@@ -100,6 +111,7 @@ class FakeHub:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._closing.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -156,6 +168,14 @@ class FakeHub:
                           f'bytes {start}-{len(data) - 1}/{len(data)}')
         h.end_headers()
         if head:
+            return
+        stall = self._stalls.pop((repo_id, name), None)
+        if stall is not None:
+            h.wfile.write(data[start:start + stall])
+            h.wfile.flush()
+            self.stalled.set()
+            self._closing.wait()
+            h.close_connection = True
             return
         drop = self._drops.pop((repo_id, name), None)
         if drop is not None:

@@ -1,7 +1,10 @@
 """Downloads of registry models through huggingface_hub, against a loopback
 stand-in for the Hub (tests/helpers/fake_hub.py): no internet."""
 import hashlib
+import multiprocessing
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -153,6 +156,60 @@ def test_download_cut_halfway_resumes_from_where_it_stopped(hub):
         hashlib.sha256(data).digest()
     first, second = hub.downloads(name)
     assert (first[2], second[2]) == (None, f'bytes={10 << 20}-')
+
+
+def test_a_killed_download_is_resumed_by_the_next_process(hub):
+    from huggingface_hub import (
+        hf_hub_download,
+        scan_cache_dir,
+        try_to_load_from_cache,
+    )
+    repo, name = 'facebook/sapiens-depth-0.3b', \
+        'sapiens_0.3b_render_people_epoch_100.pth'
+    data = os.urandom(12 << 20)
+    hub.add_file(repo, name, data)
+    # the server sends 11 MiB, then nothing: huggingface_hub's http_get
+    # writes 10 MiB chunks, so the first is on disk, the rest in flight
+    hub.stall_after(repo, name, 11 << 20)
+    card = find_card('sapiens-depth-0.3b')
+    cache = Path(os.environ['HF_HUB_CACHE'])
+    partial = cache / 'models--facebook--sapiens-depth-0.3b' / 'blobs' / \
+        (hashlib.sha256(data).hexdigest() + '.incomplete')
+    # a process of its own (forked: no second import), killed halfway
+    child = multiprocessing.get_context('fork').Process(target=fetch,
+                                                         args=(card, ))
+    child.start()
+    try:
+        assert hub.stalled.wait(60), 'the download did not start'
+        deadline = time.monotonic() + 60
+        while not (partial.is_file() and
+                   partial.stat().st_size == 10 << 20):
+            assert time.monotonic() < deadline and child.is_alive()
+            time.sleep(0.02)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.join()
+    assert child.exitcode == -signal.SIGKILL
+    path = fetch(card)  # the next process
+    gets = hub.downloads(name)
+    assert [range_ for _, _, range_ in gets] == [None, f'bytes={10 << 20}-']
+    assert hashlib.sha256(Path(path).read_bytes()).digest() == \
+        hashlib.sha256(data).digest()
+    assert not partial.exists()
+    # huggingface_hub's own readers find it in the cache
+    assert try_to_load_from_cache(repo, name, cache_dir=cache) == path
+    assert hf_hub_download(repo, name, cache_dir=cache,
+                           local_files_only=True) == path
+    scan = scan_cache_dir(cache)
+    assert not scan.warnings
+    (cached_repo, ) = scan.repos
+    assert cached_repo.repo_id == repo
+    assert cached_repo.size_on_disk == len(data)
+    (revision, ) = cached_repo.revisions
+    assert revision.commit_hash == hub.commits[repo]
+    assert revision.refs == frozenset({'main'})
+    assert [(f.file_name, f.size_on_disk) for f in revision.files] == [
+        (name, len(data))]
 
 
 def test_hf_url_by_repository_file_and_by_name(hub):

@@ -345,7 +345,7 @@ def main(argv: Optional[Sequence[str]] = None,
         inferencer = inferencers.SapiensInferencer(
             models=config, device=device, batch_size=args.batch_size,
             dtype=args.dtype, compile=args.compile,
-            det_interval=args.e2e_det_interval)
+            det_interval=args.e2e_det_interval, detector='hog')
         out_dir = args.out_dir or tempfile.mkdtemp(prefix='sapiens_e2e_')
         folder = args.end_to_end
         if args.e2e_images and os.path.isdir(folder):

@@ -79,7 +79,9 @@ class PoseInferencer(BaseTaskInferencer):
         device: Torch device.
         dtype: Autocast precision.
         info: Model zoo facts of the checkpoint.
-        detector: ``'hog'``, ``'haar'``, ``'none'`` or a
+        detector: ``'auto'`` (RTMDet-m where mmdet runs and its weights
+            are cached or downloadable, else HOG), ``'rtmdet-m'``,
+            ``'hog'``, ``'haar'``, ``'none'`` or a
             :class:`~sapiens_mm.detection.PersonDetector`; see
             :func:`~sapiens_mm.detection.build_person_detector`.
         det_model: mmdet detector config (takes priority over
@@ -121,7 +123,7 @@ class PoseInferencer(BaseTaskInferencer):
                  device: Union[str, torch.device, None] = None,
                  dtype: Union[torch.dtype, str] = torch.float32,
                  info: Optional[SapiensModelInfo] = None,
-                 detector: Union[str, PersonDetector, None] = 'hog',
+                 detector: Union[str, PersonDetector, None] = 'auto',
                  det_model=None,
                  det_weights: Optional[str] = None,
                  det_cat_ids: Union[int, Sequence[int]] = 0,

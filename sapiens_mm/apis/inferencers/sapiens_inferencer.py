@@ -105,8 +105,12 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
             on CPU). Outputs match eager within float rounding (see
             ``tests/apis/test_fast_inference.py``). Defaults to False.
         detector: Person detector of the pose task when no mmdet config is
-            given: ``'hog'`` (OpenCV HOG pedestrian detector, the default),
-            ``'haar'`` (OpenCV full-body cascade), ``'none'`` or a
+            given: ``'auto'`` (the default: the official RTMDet-m person
+            detector, downloaded once, where mmdet runs and its weights
+            are cached or downloadable, else the OpenCV HOG detector; one
+            log line says which), ``'rtmdet-m'`` (RTMDet-m or an error),
+            ``'hog'`` (OpenCV HOG pedestrian detector), ``'haar'`` (OpenCV
+            full-body cascade), ``'none'`` or a
             :class:`~sapiens_mm.detection.PersonDetector`.
         det_model: mmdet detector config (takes priority over
             ``detector``), e.g. the official RTMDet-m person detector; the
@@ -192,7 +196,7 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
                  batch_size: int = 1,
                  dtype: Literal['auto', 'fp32', 'bf16', 'fp16'] = 'fp32',
                  compile: bool = False,
-                 detector: Union[str, PersonDetector, None] = 'hog',
+                 detector: Union[str, PersonDetector, None] = 'auto',
                  det_model: Optional[Union[str, Config]] = None,
                  det_weights: Optional[str] = None,
                  det_cat_ids: Union[int, Sequence[int]] = 0,
