@@ -14,8 +14,10 @@ Kernels:
 
 - ``sapiens_attention_bf16`` and ``sapiens_attention_f32``: exact unmasked
   attention, head size 64 (see :func:`sapiens_mm.utils.sdpa.cpu_attention`);
-- ``sapiens_rms_norm_bf16``: RMSNorm of bf16 rows in one pass
-  (:func:`rms_norm_bf16`).
+- ``sapiens_rms_norm``: RMSNorm of bf16 or float32 rows in one pass
+  (:func:`rms_norm`);
+- ``sapiens_rope_bf16``: Sapiens2's bf16 rotary embedding of q or k in one
+  pass (:func:`rope_bf16`).
 """
 import ctypes
 import functools
@@ -33,7 +35,7 @@ from mmengine.logging import print_log
 
 from .cpu_features import cpu_flags
 
-__all__ = ['cpu_kernel', 'rms_norm_bf16', 'plain_cpu_inference',
+__all__ = ['cpu_kernel', 'rms_norm', 'rope_bf16', 'plain_cpu_inference',
            'runs_cpu_bf16_kernels']
 
 _SOURCE_DIR = osp.join(osp.dirname(__file__), 'csrc')
@@ -47,9 +49,11 @@ _ATTENTION_SIGNATURE = ([_PTR] * 4 + [_I64] * 4 + [_I64P] * 4 +
 _SIGNATURES = {
     'sapiens_attention_bf16': _ATTENTION_SIGNATURE,
     'sapiens_attention_f32': _ATTENTION_SIGNATURE,
-    'sapiens_rms_norm_bf16': ([_PTR] * 3 + [_I64] * 4 + [
-        ctypes.c_int, ctypes.c_float, ctypes.c_int
+    'sapiens_rms_norm': ([_PTR] * 3 + [_I64] * 4 + [
+        ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_int
     ], ctypes.c_int),
+    'sapiens_rope_bf16': ([_PTR] * 4 + [_I64] * 5 + [_I64P] * 2 +
+                          [ctypes.c_int, ctypes.c_int], ctypes.c_int),
 }
 
 
@@ -86,50 +90,103 @@ def runs_cpu_bf16_kernels(*tensors: torch.Tensor) -> bool:
             and plain_cpu_inference(*tensors))
 
 
-def rms_norm_bf16(x: torch.Tensor, weight: torch.Tensor,
-                  eps: float) -> Optional[torch.Tensor]:
-    """RMSNorm over the last dim of a bf16 CPU tensor by the C kernel.
+def rms_norm(x: torch.Tensor, weight: torch.Tensor,
+             eps: float) -> Optional[torch.Tensor]:
+    """RMSNorm over the last dim of a bf16 or float32 CPU tensor by the C
+    kernel.
 
     Same result as PyTorch's ``F.rms_norm(x, (d,), weight, eps)`` for a
-    bf16 ``weight`` and as ``F.rms_norm(x.float(), (d,), weight,
-    eps).bfloat16()`` for a float32 one (the autocast case): float32
-    arithmetic, one rounding. Only the order of the float32 sum of squares
-    differs from PyTorch's reduction (measured: a few outputs per million
-    differ, by one bf16 step).
+    weight of x's dtype and, for a bf16 ``x`` with a float32 weight (the
+    autocast case), as ``F.rms_norm(x.float(), (d,), weight,
+    eps).bfloat16()``: float32 arithmetic, one rounding for bf16. Only the
+    order of the float32 sum of squares differs from PyTorch's reduction
+    (measured: a few bf16 outputs per million differ, by one bf16 step;
+    float32 outputs by a few float32 ulps).
 
     Args:
-        x: (..., d) bf16 CPU tensor; rows may be strided, the last dim must
-            be contiguous.
-        weight: (d,) bf16 or float32, contiguous.
+        x: (..., d) bf16 or float32 CPU tensor; rows may be strided, the
+            last dim must be contiguous.
+        weight: (d,) bf16 or float32 (float32 for a float32 ``x``),
+            contiguous.
         eps: Added to the mean square.
 
     Returns:
-        A new contiguous bf16 tensor shaped like ``x``, or None when the
-        kernel does not apply (no kernel on this machine, another layout or
-        dtype, autograd or tracing): the caller then uses PyTorch.
+        A new contiguous tensor shaped like ``x``, in x's dtype, or None when
+        the kernel does not apply (no kernel on this machine, another
+        layout or dtype, autograd or tracing): the caller then uses
+        PyTorch.
     """
+    dtypes = (torch.bfloat16, torch.float32)
     if (x.dim() < 1 or x.shape[-1] == 0 or x.stride(-1) != 1
+            or x.dtype not in dtypes or weight.dtype not in dtypes
+            or (x.dtype == torch.float32 and weight.dtype != torch.float32)
             or weight.dim() != 1 or weight.shape[0] != x.shape[-1]
             or not weight.is_contiguous()
-            or weight.dtype not in (torch.bfloat16, torch.float32)
-            or not runs_cpu_bf16_kernels(x)
-            or not plain_cpu_inference(weight)):
+            or not plain_cpu_inference(x, weight)):
         return None
     d = x.shape[-1]
     rows2d = x.reshape(-1, d) if x.dim() != 2 else x
     if rows2d.numel() and rows2d.stride(-1) != 1:
         return None
-    fn = cpu_kernel('sapiens_rms_norm_bf16')
+    fn = cpu_kernel('sapiens_rms_norm')
     if fn is None:
         return None
-    out = torch.empty(rows2d.shape, dtype=torch.bfloat16)
+    out = torch.empty(rows2d.shape, dtype=x.dtype)
     rows = rows2d.shape[0]
     if rows == 0:
         return out.view(x.shape)
     rc = fn(rows2d.data_ptr(), weight.data_ptr(), out.data_ptr(), rows, d,
-            rows2d.stride(0), d, int(weight.dtype == torch.float32),
-            float(eps), torch.get_num_threads())
+            rows2d.stride(0), d, int(x.dtype == torch.float32),
+            int(weight.dtype == torch.float32), float(eps),
+            torch.get_num_threads())
     return out.view(x.shape) if rc == 0 else None
+
+
+def rope_bf16(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor,
+              prefix: int) -> Optional[torch.Tensor]:
+    """Sapiens2's bf16 rotary embedding of the tokens after ``prefix``, by
+    the C kernel: the bits of
+    :func:`sapiens_mm.models.layers.rope_position_embedding.apply_rope`
+    (each op in float32 rounded once to bf16; the prefix tokens rounded to
+    bf16 only), in one pass.
+
+    Args:
+        x: (B, heads, N, d) bf16 or float32 CPU tensor, last dim contiguous
+            (any other strides, e.g. the attention's transposed views); d a
+            multiple of 32.
+        sin: (N - prefix, d) bf16 table, contiguous.
+        cos: Like ``sin``.
+        prefix: Leading tokens left unrotated.
+
+    Returns:
+        The rotated tensor in x's dtype and memory layout, or None when the
+        kernel does not apply (the caller then uses PyTorch ops).
+    """
+    if (x.dim() != 4 or x.dtype not in (torch.bfloat16, torch.float32)
+            or x.stride(-1) != 1 or x.shape[-1] % 32 or x.numel() == 0
+            or prefix < 0 or sin.shape != cos.shape
+            or sin.shape != (x.shape[2] - prefix, x.shape[3])
+            or not (sin.is_contiguous() and cos.is_contiguous())
+            or not runs_cpu_bf16_kernels(sin, cos)
+            or not plain_cpu_inference(x)):
+        return None
+    fn = cpu_kernel('sapiens_rope_bf16')
+    if fn is None:
+        return None
+    # the output in x's memory order (a transposed view stays one)
+    order = sorted(range(3), key=lambda i: -x.stride(i)) + [3]
+    out = torch.empty([x.shape[i] for i in order],
+                      dtype=x.dtype).permute(*[order.index(i)
+                                               for i in range(4)])
+
+    def strides(t):
+        return (ctypes.c_int64 * 3)(*t.stride()[:3])
+
+    b, heads, n, d = x.shape
+    rc = fn(x.data_ptr(), out.data_ptr(), sin.data_ptr(), cos.data_ptr(), b,
+            heads, n, d, prefix, strides(x), strides(out),
+            int(x.dtype == torch.float32), torch.get_num_threads())
+    return out if rc == 0 else None
 
 
 @functools.lru_cache(maxsize=None)

@@ -22,11 +22,12 @@ from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
+from mmcv.cnn.bricks.wrappers import Linear as MMCVLinear
 
 from .cpu_kernels import plain_cpu_inference
 
-__all__ = ['PackedCpuLinear', 'pack_cpu_linears', 'unpack_cpu_linears',
-           'cpu_packed_linear_available']
+__all__ = ['PackedCpuLinear', 'PackedMMCVLinear', 'pack_cpu_linears',
+           'unpack_cpu_linears', 'cpu_packed_linear_available']
 
 
 def cpu_packed_linear_available() -> bool:
@@ -67,7 +68,7 @@ class PackedCpuLinear(nn.Linear):
         ``nn.Linear``'s own forward."""
         w = self.weight
         dtypes = (torch.float32, torch.bfloat16)
-        if (x.dim() < 2 or x.shape[-1] == 0 or x.dtype not in dtypes
+        if (x.dim() < 2 or x.numel() == 0 or x.dtype not in dtypes
                 or w.dtype not in dtypes):
             return None
         if torch.is_autocast_enabled('cpu'):
@@ -117,12 +118,23 @@ def _identity(t: torch.Tensor) -> tuple:
     return (t.data_ptr(), t.dtype, version)
 
 
+class PackedMMCVLinear(PackedCpuLinear, MMCVLinear):
+    """mmcv's ``Linear`` (the one mmcv's and mmpretrain's FFNs build) with
+    the packed route of :class:`PackedCpuLinear`; other calls run mmcv's
+    forward."""
+
+
+# plain class -> its packed class
+_PACKED_CLASSES = {nn.Linear: PackedCpuLinear, MMCVLinear: PackedMMCVLinear}
+
+
 def pack_cpu_linears(model: nn.Module) -> int:
-    """Let every plain ``nn.Linear`` of ``model`` run CPU inference on a
-    packed weight (:class:`PackedCpuLinear`), in place.
+    """Let every plain linear layer of ``model`` (``nn.Linear`` and mmcv's
+    ``Linear``) run CPU inference on a packed weight
+    (:class:`PackedCpuLinear`), in place.
 
     Nothing is packed here: each layer packs its weight at its first CPU
-    inference call. Subclasses of ``nn.Linear`` (quantised, LoRA...)
+    inference call. Other subclasses of ``nn.Linear`` (quantised, LoRA...)
     are left alone. A no-op where PyTorch lacks oneDNN's packed ops.
 
     Returns:
@@ -132,20 +144,22 @@ def pack_cpu_linears(model: nn.Module) -> int:
         return 0
     count = 0
     for module in model.modules():
-        if type(module) is nn.Linear:
-            module.__class__ = PackedCpuLinear
+        packed = _PACKED_CLASSES.get(type(module))
+        if packed is not None:
+            module.__class__ = packed
             module._packed = None
             count += 1
     return count
 
 
 def unpack_cpu_linears(model: nn.Module) -> int:
-    """Undo :func:`pack_cpu_linears`: plain ``nn.Linear`` layers again, the
-    packed copies freed. Returns the number of layers converted."""
+    """Undo :func:`pack_cpu_linears`: plain linear layers again, the packed
+    copies freed. Returns the number of layers converted."""
+    plain = {v: k for k, v in _PACKED_CLASSES.items()}
     count = 0
     for module in model.modules():
-        if type(module) is PackedCpuLinear:
+        if type(module) in plain:
             del module._packed
-            module.__class__ = nn.Linear
+            module.__class__ = plain[type(module)]
             count += 1
     return count

@@ -35,6 +35,30 @@ def test_rope_inference_route_has_the_bits_of_the_autograd_route(
     assert qg.grad is not None and torch.isfinite(qg.grad).all()
 
 
+@pytest.mark.parametrize('x_dtype', [torch.float32, torch.bfloat16])
+def test_rope_kernel_has_the_bits_of_native_bf16_ops(x_dtype, monkeypatch):
+    """The C kernel (CPUs with AVX512_BF16) against the native-op route it
+    replaces, on the attention's transposed views and on contiguous
+    tensors, with values large enough that most products round."""
+    from sapiens_mm.models.layers import rope_position_embedding as module
+    from sapiens_mm.utils import cpu_kernels
+    if cpu_kernels.cpu_kernel('sapiens_rope_bf16') is None:
+        pytest.skip('needs a CPU with AVX512_BF16 and a C compiler')
+    sin, cos = RopePositionEmbedding(64)(5, 7)
+    gen = torch.Generator().manual_seed(1)
+    q = (torch.randn(2, 44, 3, 64, generator=gen) * 50).to(x_dtype)
+    q = q.transpose(1, 2)  # (B, heads, 9 + 35 tokens, 64), a view
+    k = (torch.randn(2, 1, 44, 64, generator=gen) * 50).to(x_dtype)
+    with torch.no_grad():
+        assert cpu_kernels.rope_bf16(q, sin, cos, 9) is not None  # it runs
+        fast_q, fast_k = apply_rope(q, k, (sin, cos))
+        monkeypatch.setattr(module, 'rope_bf16', lambda *a: None)
+        ref_q, ref_k = apply_rope(q, k, (sin, cos))
+    assert fast_q.dtype == x_dtype and fast_q.stride() == q.stride()
+    assert torch.equal(fast_q, ref_q) and torch.equal(fast_k, ref_k)
+    assert not torch.equal(fast_q, q.to(torch.bfloat16).to(x_dtype))
+
+
 def test_rope_rejects_tables_longer_than_the_sequence():
     sin, cos = RopePositionEmbedding(64)(4, 4)
     x = torch.randn(1, 1, 10, 64)

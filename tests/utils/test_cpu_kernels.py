@@ -24,7 +24,7 @@ from sapiens_mm.utils import cpu_kernels, cpu_linear
 BF16_STEP = 2.0**-7  # relative spacing of bf16 numbers (8 significant bits)
 
 needs_kernels = pytest.mark.skipif(
-    cpu_kernels.cpu_kernel('sapiens_rms_norm_bf16') is None,
+    cpu_kernels.cpu_kernel('sapiens_rms_norm') is None,
     reason='needs a CPU with AVX512_BF16 and a C compiler')
 needs_packing = pytest.mark.skipif(
     not cpu_linear.cpu_packed_linear_available(),
@@ -46,7 +46,7 @@ def test_rms_norm_kernel_against_pytorch(shape, weight_dtype):
     gen = torch.Generator().manual_seed(shape[-1])
     x = (torch.randn(shape, generator=gen) * 3).bfloat16()
     w = (torch.rand(shape[-1], generator=gen) + 0.5).to(weight_dtype)
-    got = cpu_kernels.rms_norm_bf16(x, w, 1e-6)
+    got = cpu_kernels.rms_norm(x, w, 1e-6)
     # PyTorch: bf16 in, bf16 weight -> float32 arithmetic, one rounding;
     # a float32 weight: the float32 norm of the upcast input.
     want = F.rms_norm(x.float(), (shape[-1], ), w.float(), 1e-6).bfloat16()
@@ -57,26 +57,43 @@ def test_rms_norm_kernel_against_pytorch(shape, weight_dtype):
 
 
 @needs_kernels
+def test_rms_norm_kernel_float32_against_float64():
+    """float32: as close to a float64 norm as PyTorch's float32 norm, within
+    a factor 2 (both round the scale and two products; measured 0.8-1.2x)."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(7, 300, 1024, generator=gen) * 3
+    w = torch.rand(1024, generator=gen) + 0.5
+    want = F.rms_norm(x.double(), (1024, ), w.double(), 1e-6)
+    ours = cpu_kernels.rms_norm(x, w, 1e-6)
+    theirs = F.rms_norm(x, (1024, ), w, 1e-6)
+    assert ours.dtype == torch.float32
+    err = float((ours.double() - want).abs().max())
+    ref = float((theirs.double() - want).abs().max())
+    assert 0 < err <= 2 * ref
+
+
+@needs_kernels
 def test_rms_norm_kernel_strided_rows_and_refusals():
     x = torch.randn(40, 2, 64).bfloat16()
     w = torch.rand(64).bfloat16() + 0.5
     rows = x[:, 1]  # every other row: strided rows, contiguous channels
     want = F.rms_norm(rows.float(), (64, ), w.float(), 1e-6).bfloat16()
-    _within_one_bf16_step(cpu_kernels.rms_norm_bf16(rows, w, 1e-6), want,
+    _within_one_bf16_step(cpu_kernels.rms_norm(rows, w, 1e-6), want,
                           1e-3)
-    # Left to PyTorch: float32 input, autograd, a channel stride.
-    assert cpu_kernels.rms_norm_bf16(x.float(), w, 1e-6) is None
-    assert cpu_kernels.rms_norm_bf16(x.transpose(1, 2), w[:2], 1e-6) is None
+    # Left to PyTorch: float32 input with a bf16 weight, autograd, a channel
+    # stride.
+    assert cpu_kernels.rms_norm(x.float(), w, 1e-6) is None
+    assert cpu_kernels.rms_norm(x.transpose(1, 2), w[:2], 1e-6) is None
     wg = w.float().requires_grad_()
-    assert cpu_kernels.rms_norm_bf16(x, wg, 1e-6) is None
+    assert cpu_kernels.rms_norm(x, wg, 1e-6) is None
     with torch.no_grad():
-        assert cpu_kernels.rms_norm_bf16(x, wg, 1e-6) is not None
+        assert cpu_kernels.rms_norm(x, wg, 1e-6) is not None
 
 
 @needs_kernels
 def test_rms_norm_module_takes_the_kernel_for_inference_only(monkeypatch):
     calls = []
-    real = cpu_kernels.rms_norm_bf16
+    real = cpu_kernels.rms_norm
 
     def spy(*args):
         out = real(*args)
@@ -85,7 +102,7 @@ def test_rms_norm_module_takes_the_kernel_for_inference_only(monkeypatch):
         return out
 
     import sapiens_mm.models.layers.rms_norm as rms_module
-    monkeypatch.setattr(rms_module, 'rms_norm_bf16', spy)
+    monkeypatch.setattr(rms_module, 'rms_norm', spy)
     norm = RMSNorm(64, eps=1e-6).bfloat16()
     x = torch.randn(2, 10, 64).bfloat16()
     with torch.inference_mode():
@@ -174,3 +191,29 @@ def test_packed_linear_follows_weight_changes_and_training():
     assert layer.weight.grad is not None and out.dtype == torch.float32
     assert cpu_linear.unpack_cpu_linears(layer) == 1
     assert type(layer) is nn.Linear and not hasattr(layer, '_packed')
+
+
+@needs_packing
+def test_mmcv_linear_of_mmpretrain_ffn_is_packed_and_keeps_its_forward():
+    """mmpretrain's FFN builds mmcv's Linear: it is packed too (the v1 FFN
+    GEMMs are the biggest), and an empty batch still takes mmcv's
+    forward."""
+    from mmcv.cnn.bricks.wrappers import Linear as MMCVLinear
+    from mmcv.cnn.bricks.transformer import FFN
+    torch.manual_seed(0)
+    ffn = FFN(embed_dims=32, feedforward_channels=64).eval()
+    layers = [m for m in ffn.modules() if isinstance(m, nn.Linear)]
+    assert len(layers) == 2 and all(type(m) is MMCVLinear for m in layers)
+    x = torch.randn(2, 9, 32)
+    with torch.inference_mode():
+        want = ffn(x)
+        assert cpu_linear.pack_cpu_linears(ffn) == 2
+        got = ffn(x)
+        empty = ffn(x[:0])
+    assert all(type(m) is cpu_linear.PackedMMCVLinear and m._packed is not None
+               for m in layers)
+    # float32 sums in another order: within a few float32 ulps
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert empty.shape == (0, 9, 32)
+    assert cpu_linear.unpack_cpu_linears(ffn) == 2
+    assert all(type(m) is MMCVLinear for m in layers)

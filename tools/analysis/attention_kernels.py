@@ -35,6 +35,7 @@ from sapiens_mm.utils.sdpa import (
 )
 
 DTYPES = dict(bf16=torch.bfloat16, fp32=torch.float32)
+GEMMS = 'GEMMs of the layer (packed linear)'
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,7 +101,7 @@ def main(argv=None) -> int:
                 layer(x)
 
     cands = {
-        'GEMMs of the layer (packed linear)': (layer_gemms, gemm_flops),
+        GEMMS: (layer_gemms, gemm_flops),
         'F.scaled_dot_product_attention': (
             lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa),
             att_flops),
@@ -137,8 +138,7 @@ def main(argv=None) -> int:
         errors = {}
         for name, (fn, _) in cands.items():
             out = fn()
-            if name not in ('GEMMs of the layer (F.linear)',
-                            'q @ k^T alone (half the FLOPs)'):
+            if name not in (GEMMS, 'q @ k^T alone (half the FLOPs)'):
                 errors[name] = float((out.double() - ref).abs().max())
         for r in range(args.rounds):
             order = list(cands)
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
             for name in order:
                 fn, flops = cands[name]
                 rates[name].append(flops / timed(fn, args.min_time))
-    gemm = rates['GEMMs of the layer (F.linear)']
+    gemm = rates[GEMMS]
     print(f'{args.dtype}, {torch.get_num_threads()} threads, {h} heads '
           f'({kvh} K/V) x {n} tokens x {d}; {args.rounds} interleaved rounds'
           f' of >= {args.min_time} s each')

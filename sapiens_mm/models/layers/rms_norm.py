@@ -1,10 +1,10 @@
-"""RMSNorm with a one-pass CPU kernel for bf16 inference, and PyTorch's
+"""RMSNorm with a one-pass CPU kernel for inference, and PyTorch's
 single-dtype kernel under autocast."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from sapiens_mm.utils.cpu_kernels import rms_norm_bf16
+from sapiens_mm.utils.cpu_kernels import rms_norm
 
 __all__ = ['RMSNorm']
 
@@ -13,11 +13,10 @@ class RMSNorm(nn.RMSNorm):
     """``nn.RMSNorm`` (same parameters and state dict) with two inference
     routes.
 
-    - bf16 input on a CPU with AVX512_BF16, no autograd: the C kernel of
-      :func:`sapiens_mm.utils.cpu_kernels.rms_norm_bf16`, one pass over the
-      tensor instead of PyTorch's five element-wise kernels with float32
-      temporaries (about 10 % of a Sapiens2 bf16 forward on CPU), with
-      PyTorch's roundings.
+    - bf16 or float32 input on a CPU with AVX512_BF16, no autograd: the C
+      kernel of :func:`sapiens_mm.utils.cpu_kernels.rms_norm`, one pass
+      over the tensor instead of PyTorch's five element-wise kernels with
+      float32 temporaries, with PyTorch's roundings.
     - An input whose dtype differs from the weight's, as the Sapiens2 q / k
       norms see under ``torch.autocast`` (bf16 activations of the
       projections, float32 weights): PyTorch's kernel would leave its
@@ -30,8 +29,8 @@ class RMSNorm(nn.RMSNorm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
         if (w is not None and len(self.normalized_shape) == 1
-                and x.dtype == torch.bfloat16 and self.eps is not None):
-            out = rms_norm_bf16(x, w, self.eps)
+                and self.eps is not None):
+            out = rms_norm(x, w, self.eps)
             if out is not None:
                 return out
         if w is not None and x.dtype != w.dtype and x.is_floating_point():

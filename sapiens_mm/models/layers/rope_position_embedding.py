@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 
 from sapiens_mm.tasks import ROPE_DTYPES
+from sapiens_mm.utils.cpu_kernels import rope_bf16
 
 __all__ = ['RopePositionEmbedding', 'apply_rope', 'ROPE_DTYPES']
 
@@ -141,8 +142,10 @@ def apply_rope(q: torch.Tensor, k: torch.Tensor,
     rounded to the RoPE dtype, the rotation ``x cos + rotate_half(x) sin``
     runs in the RoPE dtype, and the result goes back to q's / k's dtype.
 
-    Two routes give the same bits. Without autograd and outside tracing
-    (inference), native ops in the RoPE dtype write both halves of the
+    Three routes give the same bits. Without autograd and outside tracing
+    (inference), a C kernel rotates each row in one pass on CPUs with
+    AVX512_BF16 (:func:`sapiens_mm.utils.cpu_kernels.rope_bf16`), and
+    elsewhere native ops in the RoPE dtype write both halves of the
     rotation straight into the output (no float32 round trips, no
     concatenations). Otherwise (training, ``torch.export`` / ONNX tracing)
     the arithmetic is float32 with a rounding after each op, which
@@ -165,6 +168,11 @@ def apply_rope(q: torch.Tensor, k: torch.Tensor,
     if _traced_or_differentiated(q, k, *rope):
         return _rotate_float(q, rope, prefix), _rotate_float(k, rope, prefix)
     sin, cos = rope
+    # On a CPU with AVX512_BF16: one pass of a C kernel, the same bits.
+    q_out = rope_bf16(q, sin, cos, prefix)
+    k_out = rope_bf16(k, sin, cos, prefix) if q_out is not None else None
+    if k_out is not None:
+        return q_out, k_out
     half = sin.shape[-1] // 2
     # rotate_half(t) * sin == (-t2 * s1 | t1 * s2): t * (s2 | s1) ==
     # (t1 * s2 | t2 * s1) holds both products, each rounded once as in the
