@@ -117,30 +117,15 @@ static void scores(const Args *a, const bf16 *const *qr, const bf16 *kp,
     }
 }
 
-/* Softmax numerators of one score row as bf16 (0 past the last key);
- * returns their float32 sum. */
-static float softmax_row(const Args *a, const float *s, bf16 *p) {
-    const float c = a->scale * 1.4426950408889634f; /* to base 2 */
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    int64_t j = 0;
-    for (; j + 16 <= a->m; j += 16)
-        mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j));
-    float m = _mm512_reduce_max_ps(mx);
-    for (; j < a->m; j++)
-        m = s[j] > m ? s[j] : m;
-    __m512 vc = _mm512_set1_ps(c), vm = _mm512_set1_ps(m * c);
-    __m512 sum = _mm512_setzero_ps();
-    for (j = 0; j < a->mpad; j += 16) {
-        __mmask16 live = a->m - j >= 16 ? 0xffff
-                         : a->m > j     ? (__mmask16)((1u << (a->m - j)) - 1)
-                                        : 0;
-        __m512 e = exp2_ps(_mm512_fmsub_ps(_mm512_loadu_ps(s + j), vc, vm));
-        e = _mm512_maskz_mov_ps(live, e);
-        sum = _mm512_add_ps(sum, e);
-        _mm256_storeu_si256((__m256i *)(p + j),
-                            (__m256i)_mm512_cvtneps_pbh(e));
+/* Softmax numerators of one score row (overwritten) as bf16 in p (0 past
+ * the last key); returns their float32 sum. */
+static float softmax_row(const Args *a, float *s, bf16 *p) {
+    float sum = softmax_numerators(s, a->m, a->mpad, a->scale);
+    for (int64_t j = 0; j < a->mpad; j += 16) {
+        __m256i e = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(s + j));
+        _mm256_storeu_si256((__m256i *)(p + j), e);
     }
-    return _mm512_reduce_add_ps(sum);
+    return sum;
 }
 
 /* out rows += P v for 4 rows of P (bf16, mpad each). */

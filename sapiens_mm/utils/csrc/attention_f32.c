@@ -101,31 +101,6 @@ static void scores32(const Args32 *a, const float *const *qr, const float *kp,
     }
 }
 
-/* Softmax numerators of one score row, in place (0 past the last key);
- * returns their sum. */
-static float softmax_row32(const Args32 *a, float *s) {
-    const float c = a->scale * 1.4426950408889634f; /* to base 2 */
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    int64_t j = 0;
-    for (; j + 16 <= a->n; j += 16)
-        mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j));
-    float m = _mm512_reduce_max_ps(mx);
-    for (; j < a->n; j++)
-        m = s[j] > m ? s[j] : m;
-    __m512 vc = _mm512_set1_ps(c), vm = _mm512_set1_ps(m * c);
-    __m512 sum = _mm512_setzero_ps();
-    for (j = 0; j < a->mpad; j += 16) {
-        __mmask16 live = a->n - j >= 16 ? 0xffff
-                         : a->n > j     ? (__mmask16)((1u << (a->n - j)) - 1)
-                                        : 0;
-        __m512 e = exp2_ps(_mm512_fmsub_ps(_mm512_loadu_ps(s + j), vc, vm));
-        e = _mm512_maskz_mov_ps(live, e);
-        sum = _mm512_add_ps(sum, e);
-        _mm512_storeu_ps(s + j, e);
-    }
-    return _mm512_reduce_add_ps(sum);
-}
-
 /* out rows = P v for 4 rows of P (float32, mpad each; keys < n). */
 static void pv4_32(const Args32 *a, const float *p, const float *v,
                    float *out) {
@@ -181,7 +156,8 @@ static void *attend_worker32(void *arg) {
         }
         scores32(a, qr, kp, s);
         for (int r = 0; r < ROWS; r++)
-            sums[r] = softmax_row32(a, s + r * a->mpad);
+            sums[r] = softmax_numerators(s + r * a->mpad, a->n, a->mpad,
+                                         a->scale);
         pv4_32(a, s, v, out);
         pv4_32(a, s + 4 * a->mpad, v, out + 4 * HD);
         for (int r = 0; r < ROWS && i0 + r < a->n; r++) {
