@@ -5,7 +5,7 @@ attention modules call: ``F.scaled_dot_product_attention``'s signature and
 results, with faster CPU routes. For inference on a CPU with AVX512_BF16
 (bf16 or float32 q / k / v, head size 64, no mask, no dropout, no autograd,
 not inside ``torch.compile`` / export tracing) it runs a small C kernel
-(``csrc/attention_bf16.c``, ``csrc/attention_f32.c``) that keeps each block
+(``csrc/attention.c``) that keeps each block
 of scores in cache and computes both products with the CPU's bf16
 dot-product instruction or float32 FMAs. Measured on the Sapiens shapes
 (16 heads x 3072 tokens x 64, 2 threads, AMD EPYC): PyTorch's CPU flash
