@@ -35,8 +35,7 @@ from mmengine.logging import print_log
 
 from .cpu_features import cpu_flags
 
-__all__ = ['cpu_kernel', 'rms_norm', 'rope_bf16', 'plain_cpu_inference',
-           'runs_cpu_bf16_kernels']
+__all__ = ['cpu_kernel', 'rms_norm', 'rope_bf16', 'plain_cpu_inference']
 
 _SOURCE_DIR = osp.join(osp.dirname(__file__), 'csrc')
 _CFLAGS = ('-O3', '-mavx512f', '-mavx512bw', '-mavx512dq', '-mavx512vl',
@@ -57,9 +56,11 @@ _SIGNATURES = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def cpu_kernel(name: str):
     """The kernel ``name`` (a key of the module's list) as a ctypes
-    function, or None on a machine that cannot run it."""
+    function with its signature set, or None on a machine that cannot run
+    it (looked up once per name: the callers are on the forward path)."""
     lib = _library()
     if lib is None:
         return None
@@ -80,14 +81,6 @@ def plain_cpu_inference(*tensors: torch.Tensor) -> bool:
         type(t) in (torch.Tensor, torch.nn.Parameter)
         and t.device.type == 'cpu' and not (grad and t.requires_grad)
         for t in tensors)
-
-
-def runs_cpu_bf16_kernels(*tensors: torch.Tensor) -> bool:
-    """Whether an inference call on ``tensors`` may take a C kernel: bf16
-    tensors in :func:`plain_cpu_inference`. The kernels check their own
-    shape rules."""
-    return (all(t.dtype == torch.bfloat16 for t in tensors)
-            and plain_cpu_inference(*tensors))
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor,
@@ -125,9 +118,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor,
             or not plain_cpu_inference(x, weight)):
         return None
     d = x.shape[-1]
-    rows2d = x.reshape(-1, d) if x.dim() != 2 else x
-    if rows2d.numel() and rows2d.stride(-1) != 1:
-        return None
+    # a view where the rows have one stride, else a contiguous copy
+    rows2d = x.reshape(-1, d)
     fn = cpu_kernel('sapiens_rms_norm')
     if fn is None:
         return None
@@ -167,8 +159,8 @@ def rope_bf16(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor,
             or prefix < 0 or sin.shape != cos.shape
             or sin.shape != (x.shape[2] - prefix, x.shape[3])
             or not (sin.is_contiguous() and cos.is_contiguous())
-            or not runs_cpu_bf16_kernels(sin, cos)
-            or not plain_cpu_inference(x)):
+            or not sin.dtype == cos.dtype == torch.bfloat16
+            or not plain_cpu_inference(x, sin, cos)):
         return None
     fn = cpu_kernel('sapiens_rope_bf16')
     if fn is None:
@@ -199,7 +191,7 @@ def _library() -> Optional[ctypes.CDLL]:
         'gcc')
     if compiler is None:
         print_log(
-            'No C compiler found: attention and bf16 RMSNorm on this CPU use '
+            'No C compiler found: attention, RMSNorm and RoPE on this CPU use '
             "PyTorch's slower kernels (install gcc to build the fast ones).",
             logger='current', level=30)
         return None

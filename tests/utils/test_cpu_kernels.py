@@ -198,8 +198,8 @@ def test_mmcv_linear_of_mmpretrain_ffn_is_packed_and_keeps_its_forward():
     """mmpretrain's FFN builds mmcv's Linear: it is packed too (the v1 FFN
     GEMMs are the biggest), and an empty batch still takes mmcv's
     forward."""
-    from mmcv.cnn.bricks.wrappers import Linear as MMCVLinear
     from mmcv.cnn.bricks.transformer import FFN
+    from mmcv.cnn.bricks.wrappers import Linear as MMCVLinear
     torch.manual_seed(0)
     ffn = FFN(embed_dims=32, feedforward_channels=64).eval()
     layers = [m for m in ffn.modules() if isinstance(m, nn.Linear)]
