@@ -203,10 +203,18 @@ def _choose(card: ModelCard, names: List[str]) -> Optional[str]:
         None, n, card.filename).ratio())
 
 
+def _repo_dir(cache_dir: str, repo_id: str) -> Path:
+    """The cache folder of a model repository (``models--<org>--<name>``,
+    named by ``huggingface_hub`` itself)."""
+    from huggingface_hub.file_download import repo_folder_name
+    return Path(cache_dir) / repo_folder_name(repo_id=repo_id,
+                                              repo_type='model')
+
+
 def _snapshot_dir(repo_id: str, revision: str,
                   cache_dir: str) -> Optional[Path]:
     """The cached snapshot folder of ``repo_id`` at ``revision``."""
-    repo_dir = Path(cache_dir) / ('models--' + repo_id.replace('/', '--'))
+    repo_dir = _repo_dir(cache_dir, repo_id)
     commit = revision
     if not re.fullmatch(r'[0-9a-f]{40}', revision):
         ref = repo_dir / 'refs' / revision
@@ -255,12 +263,6 @@ def _check(path: str, expected: HubFile, card: Optional[ModelCard]
             if digest != h:
                 return f'SHA-256 {digest[:12]}... instead of {h[:12]}...'
     return None
-
-
-def _repo_folder(cache_dir: str, repo_id: str) -> Path:
-    """The cache folder of a model repository
-    (``models--<org>--<name>``, Hugging Face's layout)."""
-    return Path(cache_dir) / ('models--' + repo_id.replace('/', '--'))
 
 
 def _link(repo_dir: Path, blob: Path, commit: str, revision: str,
@@ -340,7 +342,7 @@ def _download(hub_file: HubFile, card: Optional[ModelCard],
         location = meta.location or url
         if urlsplit(location).netloc != urlsplit(url).netloc:
             headers.pop('authorization', None)  # a signed CDN URL
-        repo_dir = _repo_folder(cache_dir, repo_id)
+        repo_dir = _repo_dir(cache_dir, repo_id)
         blob = repo_dir / 'blobs' / meta.etag
         partial = blob.with_name(blob.name + '.incomplete')
         lock = Path(cache_dir) / '.locks' / repo_dir.name / \
