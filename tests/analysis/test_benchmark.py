@@ -263,8 +263,14 @@ def test_benchmark_and_stock_comparison(dtype, precision):
     (label, stock), = result['comparisons'].items()
     assert label == 'stock mmpretrain'
     # same weights, same math (head size 32: PyTorch's attention kernel on
-    # both sides): identical outputs
-    assert stock['max_abs_diff'] == 0.0
+    # both sides): identical float32 outputs. Under bf16 autocast our GELU
+    # and residual adds act on the GEMMs' float32 accumulators (one
+    # rounding), stock's on their bf16 outputs: the outputs (|y| <= 3.6
+    # after the final LayerNorm) within two bf16 steps at that size.
+    if dtype == 'fp32':
+        assert stock['max_abs_diff'] == 0.0
+    else:
+        assert 0 < stock['max_abs_diff'] <= 2**-5
     assert len(stock['latency'].times) == 2
     assert result['peak_mem'] > 0
     assert result['gemm_rate'] > 0 and result['attention_rate'] > 0

@@ -16,10 +16,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmengine.logging import print_log
+from mmcv.cnn.bricks.transformer import FFN
 from mmpretrain.models.backbones import VisionTransformer
-from mmpretrain.models.utils import resize_pos_embed
+from mmpretrain.models.backbones.vision_transformer import \
+    TransformerEncoderLayer
+from mmpretrain.models.utils import MultiheadAttention, resize_pos_embed
 from mmpretrain.registry import MODELS
 
+from sapiens_mm.utils.cpu_linear import fused_linear
 from sapiens_mm.utils.sdpa import scaled_dot_product_attention
 
 from ..layers import PatchConv2d
@@ -65,6 +69,54 @@ class _InferenceGELU(nn.GELU):
         if torch.is_grad_enabled() and x.requires_grad:
             return super().forward(x)
         return torch.ops.aten.gelu_(x, approximate=self.approximate)
+
+
+class _FusedEncoderLayer(TransformerEncoderLayer):
+    """mmpretrain's encoder layer whose inference runs the FFN's GELU and
+    both residual adds inside the GEMMs
+    (:func:`sapiens_mm.utils.cpu_linear.fused_linear`: oneDNN post-ops on
+    packed CPU inference, PyTorch's ops elsewhere): the same sums, without
+    three passes over a tokens x C or tokens x 4C tensor per layer.
+
+    Training runs mmpretrain's forward (dropout and stochastic depth act
+    there). Layers with a LayerScale, a value shortcut or another FFN are
+    not given this class (:meth:`fusable`).
+    """
+
+    @staticmethod
+    def fusable(layer: nn.Module) -> bool:
+        """Whether ``layer`` is the plain pre-norm layer this forward
+        computes: qkv attention without LayerScale or value shortcut, a
+        two-GEMM GELU FFN that adds its input, no LayerScale."""
+        attn, ffn = getattr(layer, 'attn', None), getattr(layer, 'ffn', None)
+        if (type(layer) is not TransformerEncoderLayer
+                or type(attn) is not MultiheadAttention
+                or type(ffn) is not FFN or attn.v_shortcut
+                or not isinstance(attn.gamma1, nn.Identity)
+                or not isinstance(ffn.gamma2, nn.Identity)
+                or not ffn.add_identity or ffn.num_fcs != 2):
+            return False
+        act = ffn.layers[0][1]
+        return isinstance(act, nn.GELU) and act.approximate in ('none',
+                                                                 'tanh')
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            return super().forward(x)
+        attn, ffn = self.attn, self.ffn
+        B, N, _ = x.shape
+        qkv = attn.qkv(self.ln1(x)).reshape(B, N, 3, attn.num_heads,
+                                            attn.head_dims).permute(
+                                                2, 0, 3, 1, 4)
+        out = attn.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2],
+                                                dropout_p=0.)
+        out = out.transpose(1, 2).reshape(B, N, attn.embed_dims)
+        x = fused_linear(attn.proj, out, residual=x)
+        fc1, act = ffn.layers[0][0], ffn.layers[0][1]
+        hidden = fused_linear(
+            fc1, self.ln2(x),
+            activation='gelu' if act.approximate == 'none' else 'gelu_tanh')
+        return fused_linear(ffn.layers[1], hidden, residual=x)
 
 
 @MODELS.register_module()
@@ -168,6 +220,11 @@ class SapiensVisionTransformer(VisionTransformer):
                        None) is F.scaled_dot_product_attention:
                 layer.attn.scaled_dot_product_attention = \
                     scaled_dot_product_attention
+        # Inference with the GELU and residual adds in the GEMMs (same
+        # modules and state dict).
+        for layer in self.layers:
+            if _FusedEncoderLayer.fusable(layer):
+                layer.__class__ = _FusedEncoderLayer
 
     # ------------------------------------------------------------------ init
     def init_weights(self) -> None:

@@ -9,6 +9,7 @@ import torch
 import torch.nn as nn
 from mmpretrain.models.utils import LayerScale
 
+from sapiens_mm.utils.cpu_linear import fused_linear
 from sapiens_mm.utils.sdpa import scaled_dot_product_attention
 
 from .rms_norm import RMSNorm
@@ -82,14 +83,18 @@ class GroupedQueryAttention(nn.Module):
 
     def forward(self,
                 x: torch.Tensor,
-                rope: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
-                ) -> torch.Tensor:
+                rope: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+                residual: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Attend.
 
         Args:
             x: (B, N, C) tokens.
             rope: ``(sin, cos)`` (N_patch, head_dims) for the last N_patch
                 tokens, or None for no RoPE.
+            residual: (B, N, C) added to the output, or None. Given, the
+                LayerScale and the add run in the output projection's GEMM
+                where it is packed
+                (:func:`sapiens_mm.utils.cpu_linear.fused_linear`).
 
         Returns:
             (B, N, C).
@@ -107,7 +112,11 @@ class GroupedQueryAttention(nn.Module):
         out = self.scaled_dot_product_attention(
             q, k, v, enable_gqa=self.num_kv_heads != self.num_heads)
         out = out.transpose(1, 2).reshape(B, N, C)
-        return self.gamma(self.proj(out))
+        if residual is None:
+            return self.gamma(self.proj(out))
+        scale = self.gamma.weight if isinstance(self.gamma, LayerScale) \
+            else None
+        return fused_linear(self.proj, out, scale=scale, residual=residual)
 
     def extra_repr(self) -> str:
         return (f'num_heads={self.num_heads}, '

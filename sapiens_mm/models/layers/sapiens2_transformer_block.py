@@ -9,6 +9,8 @@ import torch.nn as nn
 from mmcv.cnn.bricks.drop import DropPath
 from mmpretrain.models.utils import SwiGLUFFN
 
+from sapiens_mm.utils.cpu_linear import fused_linear
+
 from .grouped_query_attention import GroupedQueryAttention
 from .rms_norm import RMSNorm
 
@@ -68,5 +70,13 @@ class Sapiens2TransformerBlock(nn.Module):
         Returns:
             (B, N, C).
         """
-        x = x + self.drop_path(self.attn(self.ln1(x), rope))
-        return x + self.drop_path(self.ffn(self.ln2(x)))
+        if self.training:  # stochastic depth acts on the branches
+            x = x + self.drop_path(self.attn(self.ln1(x), rope))
+            return x + self.drop_path(self.ffn(self.ln2(x)))
+        # The same sums with SwiGLU's gate, the LayerScale and the residual
+        # adds in the GEMMs (packed CPU inference), PyTorch's ops
+        # elsewhere: see sapiens_mm.utils.cpu_linear.fused_linear. The FFN
+        # is built with no norm, LayerScale or dropout between its GEMMs.
+        x = self.attn(self.ln1(x), rope, residual=x)
+        hidden = fused_linear(self.ffn.w12, self.ln2(x), activation='swiglu')
+        return fused_linear(self.ffn.w3, hidden, residual=x)
