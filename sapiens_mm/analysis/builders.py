@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn as nn
 
+from sapiens_mm.utils.cpu_allocator import keep_freed_memory
 from sapiens_mm.utils.cpu_linear import pack_cpu_linears
 
 __all__ = ['build_backbone', 'is_sapiens2_arch', 'build_stock_backbone',
@@ -59,8 +60,11 @@ def build_backbone(arch, img_size: Tuple[int, int] = (1024, 768),
 
 def _packed(backbone: nn.Module) -> nn.Module:
     """The backbone with the linear layers ``init_model`` gives inference
-    models (:func:`~sapiens_mm.utils.cpu_linear.pack_cpu_linears`)."""
+    models (:func:`~sapiens_mm.utils.cpu_linear.pack_cpu_linears`), and
+    ``malloc`` keeping freed memory as ``init_model`` sets it for CPU models
+    (:func:`~sapiens_mm.utils.cpu_allocator.keep_freed_memory`)."""
     pack_cpu_linears(backbone)
+    keep_freed_memory()
     return backbone
 
 

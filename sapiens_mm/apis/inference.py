@@ -43,6 +43,7 @@ from sapiens_mm.tasks import (
     resolve_dtype,
     task_of_config,
 )
+from sapiens_mm.utils.cpu_allocator import keep_freed_memory
 from sapiens_mm.utils.cpu_linear import pack_cpu_linears
 
 __all__ = [
@@ -103,10 +104,12 @@ def init_model(config: ConfigType,
         The model in eval mode, with ``model.cfg`` (the config used) and
         ``model.dataset_meta`` (from the checkpoint's ``meta`` when it
         carries one, else from the config; see
-        :func:`dataset_meta_of_config`). Its linear layers run CPU bf16
+        :func:`dataset_meta_of_config`). Its linear layers run CPU
         inference on packed weights
         (:func:`~sapiens_mm.utils.cpu_linear.pack_cpu_linears`; same
-        parameters and state dict).
+        parameters and state dict). For a CPU model the process's
+        ``malloc`` keeps freed memory for reuse
+        (:func:`~sapiens_mm.utils.cpu_allocator.keep_freed_memory`).
 
     Raises:
         FileNotFoundError: The config or checkpoint does not exist.
@@ -165,7 +168,10 @@ def init_model(config: ConfigType,
     model.dataset_meta = dict(meta) if isinstance(
         meta, dict) and meta else dataset_meta_of_config(cfg)
     pack_cpu_linears(model)
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    if torch.device(device).type == 'cpu':
+        keep_freed_memory()
+    return model
 
 
 def _fit_head_widths(cfg: Config,

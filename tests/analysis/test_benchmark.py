@@ -213,9 +213,14 @@ def test_timing_stats():
 
 
 def test_peak_memory_sees_a_temporary_allocation():
+    import mmap
+
+    # 64 MiB mapped and touched outside malloc, which may already hold
+    # freed memory (keep_freed_memory) that a malloc'ed buffer would reuse
     with PeakMemory(torch.device('cpu')) as mem:
-        buf = np.ones(64 * 2**20, np.uint8)  # 64 MiB, touched
-        del buf
+        buf = mmap.mmap(-1, 64 * 2**20)
+        np.frombuffer(buf, np.uint8)[:] = 1
+        buf.close()
     if not mem.exact:
         pytest.skip('no resettable VmHWM on this system')
     assert mem.peak - mem.base >= 60 * 2**20
