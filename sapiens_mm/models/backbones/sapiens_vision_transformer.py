@@ -206,7 +206,9 @@ class SapiensVisionTransformer(VisionTransformer):
         if type(proj) is nn.Conv2d:
             proj.__class__ = PatchConv2d
         # The FFN activations work in place at inference (no parameters:
-        # state dicts are unchanged).
+        # state dicts are unchanged). The layers given _FusedEncoderLayer
+        # below run GELU in the GEMM instead; this serves the others (with
+        # LayerScale, a value shortcut...).
         for layer in self.layers:
             for parent in layer.ffn.modules():
                 for name, child in parent.named_children():
