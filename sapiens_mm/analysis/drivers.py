@@ -130,7 +130,8 @@ def benchmark_model(model: nn.Module,
                     compile_mode: Optional[str] = None,
                     sdpa: str = 'auto',
                     cuda_graph: bool = False,
-                    channels_last: bool = False) -> dict:
+                    channels_last: bool = False,
+                    breakdown: bool = False) -> dict:
     """Time a model, compute its limit and compare it with other models.
 
     Each of ``repeats`` rounds times our model once, each comparison model
@@ -176,6 +177,11 @@ def benchmark_model(model: nn.Module,
         cuda_graph: Capture our forward pass as one CUDA graph and time its
             replays (CUDA only).
         channels_last: Channels-last 4-D weights for our model.
+        breakdown: After the rounds, one more pass of our model with each
+            GEMM-like call, attention call and norm timed where the model
+            makes it (:func:`~sapiens_mm.analysis.flops.count_work` with a
+            device): where the time goes against the limit's parts. Eager
+            models only (not with ``compile`` or ``cuda_graph``).
 
     Comparison models run as built (eager, PyTorch's attention choice,
     contiguous weights), so their speed-ups measure our options too.
@@ -198,15 +204,23 @@ def benchmark_model(model: nn.Module,
         ``comparisons`` ({label: ``latency``, ``speedup`` (their median /
         ours), ``min_speedup`` (their min / our min), ``peak_mem``,
         ``max_abs_diff``, the largest absolute difference of the first
-        output tensor, or None when the shapes differ}).
+        output tensor, or None when the shapes differ}); with ``breakdown``
+        also ``breakdown`` (seconds of the timed pass: ``total``,
+        ``matmul``, ``attention``, ``norm`` and ``other``, the rest).
 
     Raises:
         ValueError: Bad ``dtype``, ``precision``, ``batch_size``, sizes,
-            ``compile_mode`` or ``sdpa``, or ``cuda_graph`` off CUDA.
+            ``compile_mode`` or ``sdpa``, ``cuda_graph`` off CUDA, or
+            ``breakdown`` with ``compile`` / ``cuda_graph``.
     """
     dev = _check_arguments(dtype, precision, batch_size, img_size, repeats,
                            warmup, compile_mode, device, cuda_graph)
     compile = compile or compile_mode is not None
+    if breakdown and (compile or cuda_graph):
+        raise ValueError(
+            'breakdown times each call of the eager model: run it without '
+            'compile / cuda_graph (a compiled or graphed pass has no '
+            'per-call boundaries to time)')
     sdpa = resolve_sdpa_backend(sdpa, dev)
     torch_dtype = DTYPES[dtype]
     others: Dict[str, nn.Module] = {}
@@ -290,6 +304,15 @@ def benchmark_model(model: nn.Module,
             kernel_times[it].append(
                 time_callable(fn, dev, warmup=0, repeats=1,
                               min_time=rate_min_time).median)
+    split = None
+    if breakdown:
+        start = time.perf_counter()
+        timed = count_work(model, ours, device=dev)
+        total = time.perf_counter() - start
+        split = dict(total=total, **{
+            kind: timed.seconds.get(kind, 0.0)
+            for kind in ('matmul', 'attention', 'norm')})
+        split['other'] = total - sum(timed.seconds.values())
     stats = TimingStats(times[None])
     final = last[None]
     rates = {it: it.flops / statistics.median(ts)
@@ -327,6 +350,8 @@ def benchmark_model(model: nn.Module,
         options=dict(compile_mode=(compile_mode or 'default') if compile
                      else None, sdpa=sdpa, cuda_graph=cuda_graph,
                      channels_last=channels_last))
+    if split is not None:
+        result['breakdown'] = split
     if compile or cuda_graph:
         result['eager_max_abs_diff'] = float((final - out).abs().max())
     if dev.type == 'cuda' or peak_tflops:

@@ -6,14 +6,21 @@ for a convolution ``B*Ho*Wo x Cin*kh*kw -> Cout``) and each call of a
 module's ``scaled_dot_product_attention`` attribute (the attention function
 of mmpretrain's ``MultiheadAttention`` and of the Sapiens2 attention) with
 the sizes, strides and storage sharing of q, k and v, so that
-:mod:`sapiens_mm.analysis.limit` can time the same calls.
+:mod:`sapiens_mm.analysis.limit` can time the same calls. Given a device,
+it also times every recorded call, and every normalisation layer, where
+the model makes it (:attr:`Work.seconds`): what the pass spends in its
+GEMMs, its attention and its norms, the rest being everything else.
 """
 import math
+import re
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional
 
 import torch
 import torch.nn as nn
+
+from .timing import sync
 
 __all__ = ['WorkItem', 'Work', 'count_work']
 
@@ -46,15 +53,25 @@ class Work:
             called`` (timed by :func:`measure_rates`).
         attention_args: ``WorkItem -> (args, kwargs)`` the call passed
             after q, k, v (e.g. ``enable_gqa``); the timing passes them too.
+        seconds: When the pass was timed: wall seconds inside the calls of
+            each kind, ``'matmul'``, ``'attention'`` and ``'norm'`` (modules
+            whose class name ends in ``Norm`` or ``Norm1d`` / ``2d`` /
+            ``3d``: ``LayerNorm``, ``RMSNorm``, ``BatchNorm2d``...); empty
+            otherwise.
     """
     items: Dict[WorkItem, int] = field(default_factory=dict)
     attention_fns: Dict[WorkItem, Callable] = field(default_factory=dict)
     attention_args: Dict[WorkItem, tuple] = field(default_factory=dict)
+    seconds: Dict[str, float] = field(default_factory=dict)
 
     def flops(self, kind: Optional[str] = None) -> int:
         """Total FLOPs (of one ``kind``, or all)."""
         return sum(it.flops * n for it, n in self.items.items()
                    if kind is None or it.kind == kind)
+
+
+# Class names of normalisation layers (LayerNorm, RMSNorm, BatchNorm2d...).
+_NORM = re.compile(r'Norm([123]d)?$')
 
 
 def _compute_dtype(t: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
@@ -69,7 +86,9 @@ def _storage_spec(t: torch.Tensor) -> tuple:
             t.untyped_storage().nbytes() // t.element_size())
 
 
-def count_work(model: nn.Module, run: Callable[[], object]) -> Work:
+def count_work(model: nn.Module,
+               run: Callable[[], object],
+               device: Optional[torch.device] = None) -> Work:
     """Record the matmul-like and attention calls of one forward pass.
 
     ``nn.Linear``, ``nn.Conv2d`` and ``nn.ConvTranspose2d`` calls are
@@ -80,16 +99,32 @@ def count_work(model: nn.Module, run: Callable[[], object]) -> Work:
     Args:
         model: The model ``run`` calls.
         run: Runs one forward pass (with the dtype / autocast to measure).
+        device: Also time each call, and each normalisation layer, on this
+            device (waiting for its queue before and after each: on a GPU
+            the pass then runs slower than it does unobserved), into
+            :attr:`Work.seconds`. None: count only.
 
     Returns:
         Work: The calls, grouped by shape and dtype.
     """
     work = Work()
+    starts: Dict[int, list] = {}
 
     def add(item: WorkItem, n: int = 1):
         work.items[item] = work.items.get(item, 0) + n
 
+    def start_hook(mod, args):
+        sync(device)
+        starts.setdefault(id(mod), []).append(time.perf_counter())
+
+    def stop(mod, kind: str):
+        sync(device)
+        elapsed = time.perf_counter() - starts[id(mod)].pop()
+        work.seconds[kind] = work.seconds.get(kind, 0.0) + elapsed
+
     def linear_hook(mod, args, out):
+        if device is not None:
+            stop(mod, 'matmul')
         x = args[0]
         k = mod.in_features
         m = x.numel() // k
@@ -98,6 +133,8 @@ def count_work(model: nn.Module, run: Callable[[], object]) -> Work:
                      2 * m * k * n))
 
     def conv_hook(mod, args, out):
+        if device is not None:
+            stop(mod, 'matmul')
         x = args[0]
         g = mod.groups
         kk = math.prod(mod.kernel_size)
@@ -126,15 +163,33 @@ def count_work(model: nn.Module, run: Callable[[], object]) -> Work:
             add(item)
             work.attention_fns.setdefault(item, fn)
             work.attention_args.setdefault(item, (args, kwargs))
-            return fn(q, k, v, *args, **kwargs)
+            if device is None:
+                return fn(q, k, v, *args, **kwargs)
+            sync(device)
+            start = time.perf_counter()
+            out = fn(q, k, v, *args, **kwargs)
+            sync(device)
+            work.seconds['attention'] = work.seconds.get(
+                'attention', 0.0) + time.perf_counter() - start
+            return out
         return recorded
+
+    def norm_hook(mod, args, out):
+        stop(mod, 'norm')
 
     handles, wrapped = [], []
     for mod in model.modules():
+        hook = None
         if isinstance(mod, nn.Linear):
-            handles.append(mod.register_forward_hook(linear_hook))
+            hook = linear_hook
         elif isinstance(mod, (nn.Conv2d, nn.ConvTranspose2d)):
-            handles.append(mod.register_forward_hook(conv_hook))
+            hook = conv_hook
+        elif device is not None and _NORM.search(type(mod).__name__):
+            hook = norm_hook
+        if hook is not None:
+            handles.append(mod.register_forward_hook(hook))
+            if device is not None:
+                handles.append(mod.register_forward_pre_hook(start_hook))
         fn = mod.__dict__.get('scaled_dot_product_attention')
         if callable(fn):
             mod.scaled_dot_product_attention = wrap(fn)

@@ -76,6 +76,22 @@ def format_report(result: dict) -> str:
                 desc += f' ({k_size[-3]} kv heads)'  # grouped-query
         lines.append(f'  {desc:<40} {str(item.dtype)[6:]:<9} x{n:<4} '
                      f'{rate / 1e9:8.1f} GFLOP/s')
+    split = result.get('breakdown')
+    if split:
+        lines += [
+            'in the model (one more pass, each call timed; in brackets the '
+            'same work at the rates of the kernel timings):',
+            f"  matmul-like       {_fmt_s(split['matmul']):>9} "
+            f"({_fmt_s(lim['matmul'])})",
+            f"  attention         {_fmt_s(split['attention']):>9} "
+            f"({_fmt_s(lim['kernels'] - lim['matmul'])} at the attention "
+            f"kernel's rate, {_fmt_s(lim['attention'])} at the GEMM rate)",
+            f"  norms             {_fmt_s(split['norm']):>9}",
+            f"  everything else   {_fmt_s(split['other']):>9} "
+            '(element-wise ops, copies, layout changes, hooks)',
+            f"  whole pass        {_fmt_s(split['total']):>9} "
+            f"(limit {_fmt_s(lim['total'])})",
+        ]
     if result.get('peak_tflops') is not None or 'peak_fraction' in result:
         if result.get('peak_fraction') is not None:
             lines.append(

@@ -9,8 +9,10 @@ not inside ``torch.compile`` / export tracing) it runs a small C kernel
 of scores in cache and computes both products with the CPU's bf16
 dot-product instruction or float32 FMAs. Measured on the Sapiens shapes
 (16 heads x 3072 tokens x 64, 2 threads, AMD EPYC): PyTorch's CPU flash
-kernel reaches about 0.4 of the bf16 GEMM rate and 0.7 of the float32 one,
-these kernels 0.9 or more of both. The kernels are compiled on first use
+kernel reaches about 0.35 of the bf16 GEMM rate and 0.7 of the float32 one,
+these kernels about 0.8 and 0.9 (``tools/analysis/attention_kernels.py``;
+the rest is the softmax's exponentials, on the FMA units the two products
+keep busy). The kernels are compiled on first use
 with the system C compiler into a per-user cache (about a second; see
 :mod:`sapiens_mm.utils.cpu_kernels`); without a compiler or the
 instructions, everything goes to PyTorch's kernel.

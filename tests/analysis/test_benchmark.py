@@ -295,6 +295,93 @@ def test_stock_backbone_is_mmpretrain_with_the_same_weights():
         build_stock_backbone(torch.nn.Linear(2, 2))
 
 
+class SleepyNorm(torch.nn.LayerNorm):
+    """A LayerNorm that sleeps ``seconds`` (its class name ends in Norm)."""
+
+    def __init__(self, seconds: float):
+        super().__init__(8)
+        self.seconds = seconds
+
+    def forward(self, x):
+        time.sleep(self.seconds)
+        return super().forward(x)
+
+
+class SleepyLinear(torch.nn.Linear):
+
+    def __init__(self, seconds: float):
+        super().__init__(8, 8)
+        self.seconds = seconds
+
+    def forward(self, x):
+        time.sleep(self.seconds)
+        return super().forward(x)
+
+
+class KnownSplit(torch.nn.Module):
+    """A forward pass of known parts: 80 ms in a linear layer, 40 ms in
+    attention (the module's ``scaled_dot_product_attention`` attribute, as
+    the Sapiens attention modules have), 30 ms in a norm and 50 ms in
+    nothing the breakdown names."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = SleepyLinear(0.08)
+        self.norm = SleepyNorm(0.03)
+
+        def attention(q, k, v):
+            time.sleep(0.04)
+            return F.scaled_dot_product_attention(q, k, v)
+
+        self.scaled_dot_product_attention = attention
+
+    def forward(self, x):
+        t = self.norm(self.lin(x.flatten(1)[:, :8]))
+        q = t.view(1, 1, -1, 8)
+        time.sleep(0.05)
+        return self.scaled_dot_product_attention(q, q, q)
+
+
+def test_breakdown_against_known_sleeps():
+    """Each part of the timed pass comes out as slept (sleep overshoots by
+    a few ms on a loaded machine, never undershoots; upper bounds: the
+    sleep plus 60 ms, well below any other part's sleep added to it), and
+    the report prints them beside the limit's parts."""
+    from sapiens_mm.analysis import format_report
+    result = benchmark_model(KnownSplit(), img_size=(16, 16), warmup=0,
+                             repeats=1, rate_min_time=0, breakdown=True)
+    split = result['breakdown']
+    for kind, slept in (('matmul', 0.08), ('attention', 0.04),
+                        ('norm', 0.03), ('other', 0.05)):
+        assert slept <= split[kind] < slept + 0.06, (kind, split)
+    assert split['total'] == pytest.approx(
+        sum(split[k] for k in ('matmul', 'attention', 'norm', 'other')))
+    text = format_report(result)
+    assert 'in the model (one more pass' in text
+    (norms, ) = [ln for ln in text.splitlines() if ln.startswith('  norms')]
+    assert norms.split() == ['norms', f"{split['norm'] * 1e3:.1f}", 'ms']
+    # without the option the result has no breakdown and the report no lines
+    plain = benchmark_model(KnownSplit(), img_size=(16, 16), warmup=0,
+                            repeats=1, rate_min_time=0)
+    assert 'breakdown' not in plain
+    assert 'in the model' not in format_report(plain)
+
+
+def test_breakdown_finds_the_backbone_norms_and_attention():
+    """On a real backbone every part is seen: its LayerNorms, its attention
+    calls and its linear layers, the model hooks and wrappers restored."""
+    model = tiny()
+    attn_fn = model.layers[0].attn.scaled_dot_product_attention
+    result = benchmark_model(model, img_size=(64, 48), warmup=0, repeats=1,
+                             rate_min_time=0, breakdown=True)
+    split = result['breakdown']
+    assert min(split['matmul'], split['attention'], split['norm']) > 0
+    assert split['other'] >= 0
+    assert model.layers[0].attn.scaled_dot_product_attention is attn_fn
+    assert not model.layers[0].ln1._forward_hooks
+    assert not model.layers[0].ln1._forward_pre_hooks
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match='dtype'):
         benchmark_model(tiny(), dtype='int8')
@@ -308,6 +395,10 @@ def test_bad_arguments():
         main(['--arch', 'sapiens_tiny', '--checkpoint', 'x.pth'])
     with pytest.raises(SystemExit, match='--e2e-only needs --end-to-end'):
         main(['--arch', 'sapiens_tiny', '--e2e-only'])
+    with pytest.raises(ValueError, match='breakdown times each call'):
+        benchmark_model(tiny(), compile=True, breakdown=True)
+    with pytest.raises(SystemExit, match='--breakdown times each call'):
+        main(['--arch', 'sapiens_tiny', '--breakdown', '--compile'])
 
 
 def test_old_import_path_warns_and_gives_the_same_functions():
@@ -439,7 +530,7 @@ def test_help_lists_the_options():
                  '--e2e-config', '--e2e-only', '--e2e-images', '--out-dir',
                  '--layers', '--json', '--compile-mode', '--sdpa-backend',
                  '--cuda-graph', '--channels-last', '--e2e-boxes',
-                 '--e2e-cfg-options', '--e2e-det-interval'):
+                 '--e2e-cfg-options', '--e2e-det-interval', '--breakdown'):
         assert flag in text, flag
 
 

@@ -112,8 +112,9 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    'also searches GEMM kernels')
     p.add_argument('--sdpa-backend', choices=SDPA_BACKENDS, default='auto',
                    help='attention kernel of our model and of the attention '
-                   'timings: auto (the bf16 CPU kernel where it applies, '
-                   'else PyTorch chooses), torch (PyTorch chooses), cudnn, '
+                   'timings: auto (the C CPU kernel, bf16 or fp32, where '
+                   'it applies, else PyTorch chooses), torch (PyTorch '
+                   'chooses), cudnn, '
                    'flash, efficient, math; cudnn / efficient fall back to '
                    'auto on CPU (default: %(default)s)')
     p.add_argument('--cuda-graph', action='store_true',
@@ -122,6 +123,11 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     p.add_argument('--channels-last', action='store_true',
                    help='channels-last 4-D weights (patch embedding, head '
                    'convolutions)')
+    p.add_argument('--breakdown', action='store_true',
+                   help='after the rounds, one more pass with each GEMM-like '
+                   'call, attention call and norm timed where the model makes '
+                   'it: where the time goes, beside the limit\'s parts '
+                   '(eager only: not with --compile / --cuda-graph)')
     p.add_argument('--compare-stock', action='store_true',
                    help='also time mmpretrain\'s VisionTransformer (Sapiens2: '
                    'a plain-PyTorch reference written from the official '
@@ -287,6 +293,11 @@ def main(argv: Optional[Sequence[str]] = None,
     if args.cuda_graph and not str(device).startswith('cuda'):
         raise SystemExit(f'--cuda-graph needs a CUDA device (got {device}); '
                          'leave it off on CPU.')
+    if args.breakdown and (args.compile or args.compile_mode
+                           or args.cuda_graph):
+        raise SystemExit('--breakdown times each call of the eager model: '
+                         'leave out --compile / --compile-mode / '
+                         '--cuda-graph.')
     model = None
     if args.config:
         if not args.e2e_only:
@@ -325,7 +336,7 @@ def main(argv: Optional[Sequence[str]] = None,
             compare_with=compare,
             peak_tflops=args.peak_tflops, compile_mode=args.compile_mode,
             sdpa=args.sdpa_backend, cuda_graph=args.cuda_graph,
-            channels_last=args.channels_last)
+            channels_last=args.channels_last, breakdown=args.breakdown)
         echo(format_report(result))
         results['model_only'] = result_to_json(result)
     del model

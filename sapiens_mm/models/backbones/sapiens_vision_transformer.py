@@ -216,7 +216,7 @@ class SapiensVisionTransformer(VisionTransformer):
                         setattr(parent, name,
                                 _InferenceGELU(approximate=child.approximate))
         # Attention through sapiens_mm's dispatcher: PyTorch's kernel, or
-        # the bf16 CPU kernel at GEMM speed where it applies.
+        # the C CPU kernel (bf16 or float32) where it applies.
         for layer in self.layers:
             if getattr(layer.attn, 'scaled_dot_product_attention',
                        None) is F.scaled_dot_product_attention:

@@ -42,7 +42,7 @@ class GroupedQueryAttention(nn.Module):
     Attributes:
         scaled_dot_product_attention: The attention function
             (:func:`sapiens_mm.utils.sdpa.scaled_dot_product_attention`:
-            PyTorch's, or the bf16 CPU kernel where it applies); an instance
+            PyTorch's, or the C CPU kernel where it applies); an instance
             attribute so that tools such as the benchmark can record its
             calls.
     """
