@@ -63,3 +63,18 @@ def _hermetic_hub(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _drop_the_tests_loggers():
+    """Loggers a test creates (a Runner's, a CLI's) write to the streams
+    pytest captured for that test, which close when it ends: afterwards they
+    leave mmengine's registry of loggers, so that the 'current' logger of
+    later tests is one whose stream is still open (else their warnings end
+    in "--- Logging error ---" on stderr)."""
+    from mmengine.logging import MMLogger
+    before = set(MMLogger._instance_dict)
+    yield
+    for name in list(MMLogger._instance_dict):
+        if name not in before:
+            MMLogger._instance_dict.pop(name)
