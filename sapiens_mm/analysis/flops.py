@@ -113,14 +113,18 @@ def count_work(model: nn.Module,
     def add(item: WorkItem, n: int = 1):
         work.items[item] = work.items.get(item, 0) + n
 
+    def charge(kind: str, start: float):
+        """Add the time since ``start`` (device queue drained) to kind."""
+        sync(device)
+        work.seconds[kind] = (work.seconds.get(kind, 0.0) +
+                              time.perf_counter() - start)
+
     def start_hook(mod, args):
         sync(device)
         starts.setdefault(id(mod), []).append(time.perf_counter())
 
     def stop(mod, kind: str):
-        sync(device)
-        elapsed = time.perf_counter() - starts[id(mod)].pop()
-        work.seconds[kind] = work.seconds.get(kind, 0.0) + elapsed
+        charge(kind, starts[id(mod)].pop())
 
     def linear_hook(mod, args, out):
         if device is not None:
@@ -168,9 +172,7 @@ def count_work(model: nn.Module,
             sync(device)
             start = time.perf_counter()
             out = fn(q, k, v, *args, **kwargs)
-            sync(device)
-            work.seconds['attention'] = work.seconds.get(
-                'attention', 0.0) + time.perf_counter() - start
+            charge('attention', start)
             return out
         return recorded
 

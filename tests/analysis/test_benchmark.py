@@ -35,6 +35,7 @@ from sapiens_mm.analysis import (
     build_stock_backbone,
     count_work,
     end_to_end,
+    format_report,
     gemm_limit_seconds,
     gemm_rate,
     kernel_calls,
@@ -347,7 +348,6 @@ def test_breakdown_against_known_sleeps():
     a few ms on a loaded machine, never undershoots; upper bounds: the
     sleep plus 60 ms, well below any other part's sleep added to it), and
     the report prints them beside the limit's parts."""
-    from sapiens_mm.analysis import format_report
     result = benchmark_model(KnownSplit(), img_size=(16, 16), warmup=0,
                              repeats=1, rate_min_time=0, breakdown=True)
     split = result['breakdown']
