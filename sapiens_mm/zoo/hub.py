@@ -29,9 +29,10 @@ repositories), ``HF_HUB_OFFLINE`` (use the cache only).
   (``refs/<revision>`` recorded), the layout every Hugging Face tool reads.
   A failed download leaves nothing behind, and nothing already in the cache
   is deleted, so jobs that share one cache on a file system without working
-  locks each check their own copy and swap it in atomically (a lock
-  ``huggingface_hub`` also takes avoids duplicate downloads where locks
-  work). A corrupt download is tried once more, then refused.
+  locks each check their own copy and swap it in atomically (a lock file
+  beside the blob avoids duplicate downloads where locks work). Nothing
+  is written outside the repository's folder of the cache. A corrupt
+  download is tried once more, then refused.
 - Limits (:class:`HubLimits`; ``SAPIENS_MM_HUB_TIMEOUT``,
   ``SAPIENS_MM_HUB_MIN_SPEED``): a metadata or listing request ends within
   ``timeout`` seconds, headers and body together; a file of S bytes within
@@ -624,10 +625,10 @@ def _remove_leftovers(blob: Path) -> None:
 
 @contextlib.contextmanager
 def _best_effort_lock(path: Path, wait: float, target: _Target):
-    """Hold the lock ``huggingface_hub`` takes for the same blob when the
-    file system supports it, so that one job downloads while the others
-    wait. Correctness never depends on it: where ``flock`` does nothing
-    (Lustre, GPFS, some NFS mounts) every job downloads its own copy."""
+    """Hold a lock on ``path`` when the file system supports it, so that
+    one job downloads while the others wait. Correctness never depends on
+    it: where ``flock`` does nothing (Lustre, GPFS, some NFS mounts) every
+    job downloads its own copy."""
     from filelock import FileLock, Timeout
     lock = FileLock(str(path))
     held = False
@@ -764,16 +765,14 @@ def _transfer(url: str, tmp: Path, size: int, digests: _Digests,
 
 
 def _fetch_blob(url: str, blob: Path, size: int, etag: str,
-                listed: Optional[HubFile], target: _Target, cache_dir: str,
+                listed: Optional[HubFile], target: _Target,
                 limits: HubLimits) -> None:
     """Make ``blob`` the checked file: downloaded into a temporary file of
     this process, checked, then renamed over ``blob`` (a corrupt download
     is discarded and tried once more)."""
     blob.parent.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(blob)
-    lock = Path(cache_dir) / '.locks' / blob.parent.parent.name / \
-        f'{etag}.lock'
-    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock = blob.with_name(f'{etag}.lock')  # in the repository's folder
     listed_sha = listed.sha256 if listed is not None else None
     problem = None
     with _best_effort_lock(lock, limits.transfer_seconds(size), target):
@@ -868,7 +867,7 @@ def _download(repo_id: str, revision: str, filename: str,
         try:
             _fetch_blob(hf_hub_url(repo_id, filename, revision=commit,
                                    endpoint=endpoint), blob, size, etag,
-                        listed, target, cache_dir, limits)
+                        listed, target, limits)
         except (HubError, OSError):
             raise
         except Exception as e:  # noqa: BLE001 (every Hub error: a line)

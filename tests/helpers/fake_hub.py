@@ -69,6 +69,8 @@ class FakeHub:
         self._cond = threading.Condition()
         #: Bytes of the body sent by the last :meth:`oversize` answer.
         self.oversize_sent = 0
+        #: The most downloads that were in flight at once.
+        self.max_in_flight = 0
         #: Set once a stalled download has sent its bytes.
         self.stalled = threading.Event()
         self._closing = threading.Event()
@@ -284,6 +286,7 @@ class FakeHub:
     def _wait_for_company(self) -> None:
         with self._cond:
             self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
             self._cond.notify_all()
             self._cond.wait_for(lambda: self._in_flight >= self._hold,
                                 timeout=60)
