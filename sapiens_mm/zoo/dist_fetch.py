@@ -28,6 +28,8 @@ import time
 from datetime import timedelta
 from typing import Callable, List, Optional, Tuple
 
+from sapiens_mm.utils.env_numbers import env_positive_number
+
 from .hub import HubError, fetch_url
 
 __all__ = ['DIST_TIMEOUT_ENV', 'dist_timeout', 'fetch_url_on_nodes']
@@ -43,17 +45,7 @@ def dist_timeout() -> float:
     Raises:
         ValueError: Not a positive number.
     """
-    text = os.environ.get(DIST_TIMEOUT_ENV, '').strip()
-    if not text:
-        return 300.0
-    try:
-        value = float(text)
-    except ValueError:
-        value = float('nan')
-    if not value > 0 or value == float('inf'):
-        raise ValueError(f'{DIST_TIMEOUT_ENV}={text!r} is not a positive '
-                         'number of seconds.')
-    return value
+    return env_positive_number(DIST_TIMEOUT_ENV, 300.0)
 
 
 def _one_line(error: Exception) -> str:

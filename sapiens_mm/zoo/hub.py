@@ -74,6 +74,7 @@ from urllib.parse import quote
 from mmengine.logging import print_log
 
 from sapiens_mm.checkpoint import is_transformers_folder
+from sapiens_mm.utils.env_numbers import env_positive_number
 
 from .cards import ModelCard, UnknownModelError, close_names, lookup_card
 
@@ -181,22 +182,8 @@ class HubLimits:
         Raises:
             ValueError: A variable is not a positive number (named).
         """
-        values = {}
-        for name, env, unit in (('timeout', TIMEOUT_ENV, 'seconds'),
-                                ('min_speed', MIN_SPEED_ENV,
-                                 'bytes per second')):
-            text = os.environ.get(env, '').strip()
-            if not text:
-                continue
-            try:
-                value = float(text)
-            except ValueError:
-                value = float('nan')
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f'{env}={text!r} is not a positive number '
-                                 f'of {unit}.')
-            values[name] = value
-        return cls(**values)
+        return cls(env_positive_number(TIMEOUT_ENV, cls.timeout),
+                   env_positive_number(MIN_SPEED_ENV, cls.min_speed))
 
     def transfer_seconds(self, size: int) -> float:
         """The time limit of a file transfer of ``size`` bytes."""
@@ -415,16 +402,18 @@ def _chunks(response, deadline: float, target: _Target,
 
 
 def _get(url: str, headers: dict, deadline: float, target: _Target,
-         limit: float):
+         limit: float, silence: float):
     """A streamed GET of ``url`` (redirects followed; ``huggingface_hub``'s
     HTTP client drops the token for another host) whose headers arrived
-    before ``deadline``; an error status raised as the one-line
-    :class:`HubError` of ``huggingface_hub``'s error type."""
+    before ``deadline`` (``limit`` seconds after the start, for the
+    message), each socket read waiting at most ``silence`` seconds; an
+    error status raised as the one-line :class:`HubError` of
+    ``huggingface_hub``'s error type."""
     from huggingface_hub import get_session, hf_raise_for_status
     session = get_session()
     request = session.build_request(
         'GET', url, headers=headers,
-        timeout=max(0.05, min(limit, deadline - time.monotonic())))
+        timeout=max(0.05, min(silence, deadline - time.monotonic())))
     response = _before(
         deadline, target, limit,
         lambda: session.send(request, stream=True, follow_redirects=True))
@@ -463,7 +452,8 @@ def _listing(repo_id: str, revision: str, card: Optional[ModelCard],
     deadline = time.monotonic() + limits.timeout
     body = bytearray()
     try:
-        response = _get(url, _headers(), deadline, target, limits.timeout)
+        response = _get(url, _headers(), deadline, target, limits.timeout,
+                        limits.timeout)
         try:
             for chunk in _chunks(response, deadline, target,
                                  limits.timeout):
@@ -742,7 +732,8 @@ def _transfer(url: str, tmp: Path, size: int, digests: _Digests,
                           f'continuing at byte {have}.', logger='current')
             before = have
             try:
-                response = _get(url, headers, deadline, target, limit)
+                response = _get(url, headers, deadline, target, limit,
+                                limits.timeout)
                 try:
                     _receive_body(response, f, have, size, digests, deadline,
                                   target, limit, bar)

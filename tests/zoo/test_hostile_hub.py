@@ -138,6 +138,9 @@ ATTACKS = {
     # the file one byte at a time
     'trickled file': (lambda hub: hub.trickle(REPO, FILE, 0.2),
                       HubTimeoutError, 'did not finish within 1.5 s'),
+    # the file's first bytes, then silence
+    'silent file': (lambda hub: hub.stall_after(REPO, FILE, 100),
+                    HubTimeoutError, 'did not finish within 1.5 s'),
 }
 
 

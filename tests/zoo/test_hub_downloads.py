@@ -247,18 +247,8 @@ def test_a_revision_with_only_the_transformers_layout_gives_its_folder(
 def test_hf_scheme_in_a_runner_load_from(hub, tmp_path):
     import io
 
-    from mmengine.model import BaseModel
+    from hf_load_worker import Linear
     from mmengine.runner import Runner
-
-    class Linear(BaseModel):
-
-        def __init__(self):
-            super().__init__()
-            self.fc = torch.nn.Linear(4, 3)
-
-        def forward(self, inputs, data_samples=None, mode='tensor'):
-            return self.fc(inputs)
-
     src = Linear()
     buffer = io.BytesIO()
     torch.save({'state_dict': src.state_dict()}, buffer)
