@@ -54,7 +54,7 @@ setup(
     install_requires=[
         'torch>=2.6', 'numpy<2', 'mmengine>=0.10.4,<0.11', 'mmcv>=2.1.0,<2.2.0',
         'mmpretrain>=1.2.0,<1.3', 'mmsegmentation>=1.2.2,<1.3', 'mmpose>=1.3.2,<1.4',
-        'safetensors>=0.4', 'huggingface_hub>=0.30', 'pyyaml',
+        'safetensors>=0.4', 'huggingface_hub>=1.0', 'pyyaml',
     ],
     zip_safe=False,
     cmdclass={'build_py': BuildPyWithConfigs},

@@ -6,10 +6,12 @@
 
 Files go to the Hugging Face cache (``HF_HOME`` / ``HF_HUB_CACHE``), where
 every sapiens_mm command (and ``HF_HUB_OFFLINE=1`` runs) finds them; with
-``--dest`` a copy is also written there. An interrupted download is
-continued by the next run (HTTP range request). Prefetch on a machine with
-internet, then copy the cache to an offline cluster. Gated repositories need
-``HF_TOKEN``; ``HF_ENDPOINT`` selects a mirror.
+``--dest`` a copy is also written there. Each file is checked (size, hash)
+before it enters the cache; a connection that drops is continued at once
+(HTTP range request). Prefetch on a machine with internet, then copy the
+cache to an offline cluster. Gated repositories need ``HF_TOKEN``;
+``HF_ENDPOINT`` selects a mirror; ``SAPIENS_MM_HUB_TIMEOUT`` /
+``SAPIENS_MM_HUB_MIN_SPEED`` set the time limits (docs/security.md).
 """
 import argparse
 import os
@@ -53,8 +55,7 @@ def _list() -> str:
     rows = [('NAME', 'TASK', 'SIZE', 'LICENCE', 'FILE', 'REPOSITORY')]
     for card in model_cards().values():
         path = cached_file(card)
-        size = f'{osp.getsize(path) / 2**20:.1f} MiB' if path else \
-            (f'{card.file_size / 2**20:.1f} MiB' if card.file_size else '-')
+        size = f'{osp.getsize(path) / 2**20:.1f} MiB' if path else '-'
         repo = card.repo_id + (' (third party)' if card.third_party else '')
         rows.append((card.name, card.task, card.size or '-', card.license,
                      size, repo))

@@ -28,15 +28,19 @@ The file is downloaded once into the Hugging Face cache (`HF_HOME` /
 `HF_HUB_CACHE`; `HF_TOKEN` for gated repositories, `HF_HUB_OFFLINE=1` to use
 the cache only). `python tools/download.py NAME... [--dest DIR]` prefetches,
 `python tools/download.py --list` lists the models with the sizes of the
-cached files. Downloads resume: a stopped download (dropped connection,
-interrupted or killed process) keeps its bytes in the cache
-(`blobs/<etag>.incomplete`, under the lock huggingface_hub takes for that
-file) and the next run continues it with an HTTP range request; a finished
-file is checked (size, SHA-256 of the Hub listing) before it enters the
-cache's usual layout (`blobs/`, `snapshots/`, `refs/`), where every Hugging
-Face tool finds it. Files are fetched over HTTP even from Xet-backed
-repositories (as huggingface_hub does without `hf_xet`), because only HTTP
-transfers can be resumed. The shipped `model-index.yml` is OpenMMLab's format:
+cached files. Each download goes to a temporary file of its own and is
+checked (size; hash against the Hub's ETag and listing) before it enters
+the cache's usual layout (`blobs/`, `snapshots/`, `refs/`), where every
+Hugging Face tool finds it; a dropped connection is continued with an HTTP
+range request, a download whose process was killed starts again. What a
+server (`HF_ENDPOINT`) sends is checked before it names a file, and every
+request has a time limit (`SAPIENS_MM_HUB_TIMEOUT`,
+`SAPIENS_MM_HUB_MIN_SPEED`; see [security](security.md)); a cache shared by
+jobs on a network file system and `hf://` in multi-node jobs: see
+[scale](scale.md). Files are fetched over HTTP even from Xet-backed
+repositories (as huggingface_hub does without `hf_xet`), because `hf_xet`'s
+transfers cannot be bounded in size and time ([design](design.md)). The
+shipped `model-index.yml` is OpenMMLab's format:
 `mim download sapiens_mm --config NAME --dest DIR` (openmim, installed
 sapiens_mm; not an editable checkout, whose configs mim cannot locate)
 downloads the file itself (no Hugging Face cache) and writes the config

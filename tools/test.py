@@ -71,7 +71,7 @@ def main(argv=None):
     if checkpoint.startswith('hf://') or (not osp.exists(checkpoint)
                                           and lookup_card(checkpoint)):
         # a Hub file or registry model: the Runner's load_from downloads it
-        # (rank 0; the other ranks wait for it)
+        # (each node's local rank 0; the node's other ranks wait for it)
         checkpoint = checkpoint if checkpoint.startswith('hf://') else \
             f'hf://{checkpoint}'
     else:  # a local file or Transformers folder; else a one-line error

@@ -12,6 +12,8 @@ import numpy as np
 from mmengine.fileio import get as get_bytes
 from PIL import Image, ImageOps
 
+from .env_numbers import env_positive_number
+
 __all__ = [
     'IMAGE_EXTENSIONS', 'VIDEO_EXTENSIONS', 'UnreadableImageError',
     'ImageTooLargeError', 'MAX_PIXELS_ENV', 'MAX_ASPECT_ENV',
@@ -51,17 +53,7 @@ class ImageTooLargeError(UnreadableImageError):
 
 
 def _env_number(name: str, default: float) -> float:
-    text = os.environ.get(name)
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = float('nan')
-    if not value > 0 or value == float('inf'):
-        raise ValueError(f'${name}={text!r} is not a positive number; set it '
-                         f'to e.g. {default:g} or unset it.')
-    return value
+    return env_positive_number(name, default)
 
 
 def image_size_limits() -> Tuple[int, float]:

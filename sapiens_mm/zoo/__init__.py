@@ -3,7 +3,8 @@ from the metafiles, :mod:`.cards`), their downloads from the Hugging Face
 Hub (:mod:`.hub`), their shipped configs, recognition of checkpoint files by
 name or by weights (:mod:`.model_zoo`), the config a checkpoint carries
 (:mod:`.config_match`), and mmengine's checkpoint schemes (:mod:`.loader`:
-local files and ``hf://``)."""
+local files and ``hf://``, fetched once per node in distributed jobs by
+:mod:`.dist_fetch`)."""
 from .cards import (
                     ModelCard,
                     UnknownModelError,
@@ -14,10 +15,14 @@ from .cards import (
 )
 from .config_match import (ConfigMismatchError, checkpoint_config,
                            config_mismatches)
+from .dist_fetch import fetch_url_on_nodes
 from .hub import (
                     CorruptDownloadError,
                     GatedModelError,
+                    HubAnswerError,
                     HubError,
+                    HubLimits,
+                    HubTimeoutError,
                     ModelFileMissingError,
                     NotCachedError,
                     fetch,
@@ -46,7 +51,8 @@ __all__ = [
     'recognize_checkpoint', 'with_official_dataset_meta', 'ModelCard',
     'UnknownModelError', 'add_model_index', 'find_card', 'lookup_card',
     'model_cards', 'HubError', 'GatedModelError', 'ModelFileMissingError',
-    'NotCachedError', 'CorruptDownloadError', 'fetch', 'fetch_url',
-    'resolve_checkpoint', 'ConfigMismatchError', 'checkpoint_config',
+    'NotCachedError', 'CorruptDownloadError', 'HubAnswerError',
+    'HubTimeoutError', 'HubLimits', 'fetch', 'fetch_url',
+    'fetch_url_on_nodes', 'resolve_checkpoint', 'ConfigMismatchError', 'checkpoint_config',
     'config_mismatches'
 ]

@@ -28,8 +28,9 @@ A model entry looks like this::
 ``Weights`` names the Hub repository, revision and file. File names drift
 between a repository's variants, so the file actually downloaded is the one
 of the repository's listing that matches ``File Pattern`` (the ``Weights``
-name when present). ``Metadata`` may also carry ``SHA256`` and ``File Size``
-(bytes) to check a download against.
+name when present). A download is checked against the hash and size the
+Hub gives for the file (its ETag and listing; see :mod:`.hub`); other
+``Metadata`` keys are ignored.
 
 More indices (a private mirror, a fine-tuned model) are added with
 :func:`add_model_index` or the ``SAPIENS_MM_MODEL_INDEX`` environment
@@ -92,8 +93,6 @@ class ModelCard:
             selects the file when ``filename`` is absent.
         publisher: Who uploaded it (``'facebook'``, ``'noahcao'``).
         third_party: Not an upload of the model's authors.
-        sha256: Known SHA-256 of the file, or None.
-        file_size: Known size in bytes, or None.
         source: The metafile it came from.
     """
     name: str
@@ -113,8 +112,6 @@ class ModelCard:
     pattern: str
     publisher: str
     third_party: bool = False
-    sha256: Optional[str] = None
-    file_size: Optional[int] = None
     source: Optional[Path] = None
 
     @property
@@ -186,7 +183,6 @@ def _card(entry: dict, root: Path, source: Path) -> ModelCard:
     config = entry.get('Config')
     version = meta.get('Version')
     size = meta.get('Size')
-    file_size = meta.get('File Size')
     return ModelCard(
         name=name,
         aliases=tuple(str(a) for a in entry.get('Alias') or ()),
@@ -205,8 +201,6 @@ def _card(entry: dict, root: Path, source: Path) -> ModelCard:
         pattern=str(meta.get('File Pattern', Path(filename).name)),
         publisher=str(meta.get('Publisher', m.group('repo').split('/')[0])),
         third_party=bool(meta.get('Third Party', False)),
-        sha256=(str(meta['SHA256']).lower() if meta.get('SHA256') else None),
-        file_size=None if file_size is None else int(file_size),
         source=source)
 
 

@@ -1,4 +1,4 @@
-"""Model files from the Hugging Face Hub, through ``huggingface_hub``.
+"""Model files from the Hugging Face Hub, into the Hugging Face cache.
 
 :func:`fetch` turns a registry card (see :mod:`sapiens_mm.zoo.cards`) into a
 local file; :func:`resolve_checkpoint` turns whatever a user names as a
@@ -16,42 +16,75 @@ repositories), ``HF_HUB_OFFLINE`` (use the cache only).
 - The file is chosen from the repository's listing: the card's file name, or
   else the file matching its ``File Pattern`` (names drift between a
   repository's variants).
-- Downloads show a progress bar (``huggingface_hub``'s) and resume: a
-  connection that drops is continued at once, and a download whose process
-  stopped (killed, interrupted) is continued by the next run, both with an
-  HTTP range request from the bytes kept in the cache as
-  ``blobs/<etag>.incomplete`` (``huggingface_hub`` 1.x and later keep no
-  partial file across processes, so the transfer is done here, through its
-  ``http_get``, into the cache layout it reads).
-- A new download is checked against the size and SHA-256 of the listing and
-  of the card before it enters the cache; a mismatch deletes it and
-  downloads it once more, then fails. A bad file is never returned.
+- What a server sends is untrusted (``HF_ENDPOINT`` may name any mirror).
+  The commit id and the ETag, which name paths in the cache, must be 40
+  hexadecimal digits (a commit) and 40 or 64 (the Hub's hash of the file);
+  a file name in a listing must be a relative path without ``..``;
+  anything else is refused (:class:`HubAnswerError`) before a path is
+  touched. The file is then requested at that commit and streamed into a
+  temporary file of this process in the repository's ``blobs/`` folder,
+  never past the size the server announced; it enters the cache only when
+  its size and hash match its ETag and the listing: renamed to
+  ``blobs/<etag>`` and linked as ``snapshots/<commit>/<path>``
+  (``refs/<revision>`` recorded), the layout every Hugging Face tool reads.
+  A failed download leaves nothing behind, and nothing already in the cache
+  is deleted, so jobs that share one cache on a file system without working
+  locks each check their own copy and swap it in atomically (a lock file
+  beside the blob avoids duplicate downloads where locks work). Nothing
+  is written outside the repository's folder of the cache. A corrupt
+  download is tried once more, then refused.
+- Limits (:class:`HubLimits`; ``SAPIENS_MM_HUB_TIMEOUT``,
+  ``SAPIENS_MM_HUB_MIN_SPEED``): a metadata or listing request ends within
+  ``timeout`` seconds, headers and body together; a file of S bytes within
+  ``timeout + S / min_speed``; a listing is at most 64 MiB.
+- A connection that drops is resumed at once with an HTTP range request
+  (given up after three attempts in a row without a new byte); a download
+  whose process was killed starts again in the next run, which removes the
+  leftover.
 - The licence of a model is logged when it is first downloaded.
 - Every failure is one line that says what to do: a gated repository, an
   unknown name (with the closest names), a file missing from the repository,
-  offline without the file in the cache, a corrupt download.
+  offline without the file in the cache, a corrupt download, a server
+  answer that is refused, a time limit.
+
+``huggingface_hub``'s ``hf_hub_download`` is not used for the transfer: it
+names the blob after the ETag of its own metadata request without checking
+it and has no overall time or size limit (see docs/design.md).
 """
+import contextlib
 import fnmatch
 import hashlib
+import json
+import logging
+import math
 import os
 import os.path as osp
 import re
+import shutil
+import socket
+import sys
+import threading
+import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
-from urllib.parse import urlsplit
+from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
+from urllib.parse import quote
 
 from mmengine.logging import print_log
 
 from sapiens_mm.checkpoint import is_transformers_folder
+from sapiens_mm.utils.env_numbers import env_positive_number
 
 from .cards import ModelCard, UnknownModelError, close_names, lookup_card
 
 __all__ = [
     'HubError', 'GatedModelError', 'ModelFileMissingError',
-    'NotCachedError', 'CorruptDownloadError', 'HubFile', 'fetch',
-    'fetch_url', 'parse_hf_url', 'resolve_checkpoint', 'cached_file',
-    'hub_cache_dir', 'is_offline', 'sha256_of'
+    'NotCachedError', 'CorruptDownloadError', 'HubAnswerError',
+    'HubTimeoutError', 'HubLimits', 'HubFile', 'TIMEOUT_ENV',
+    'MIN_SPEED_ENV', 'LISTING_MAX_BYTES', 'fetch', 'fetch_url',
+    'parse_hf_url', 'resolve_checkpoint', 'cached_file', 'hub_cache_dir',
+    'is_offline', 'sha256_of'
 ]
 
 #: The files of a Transformers checkpoint (read by
@@ -61,6 +94,29 @@ TRANSFORMERS_FILES = ('config.json', 'model.safetensors')
 #: model name.
 CHECKPOINT_SUFFIXES = ('.pth', '.pt', '.pt2', '.ckpt', '.bin',
                        '.safetensors', '.onnx')
+#: Seconds: the overall limit of a metadata or listing request and the
+#: fixed part of a file transfer's limit (see :class:`HubLimits`).
+TIMEOUT_ENV = 'SAPIENS_MM_HUB_TIMEOUT'
+#: Bytes per second: the slowest transfer accepted (see :class:`HubLimits`).
+MIN_SPEED_ENV = 'SAPIENS_MM_HUB_MIN_SPEED'
+#: The longest repository listing (JSON) accepted from a server.
+LISTING_MAX_BYTES = 64 << 20
+DEFAULT_ENDPOINT = 'https://huggingface.co'
+
+_COMMIT = re.compile(r'[0-9a-f]{40}')
+#: The Hub's ETag of a file: its git blob SHA-1, or the SHA-256 of an
+#: LFS / Xet file.
+_ETAG = re.compile(r'[0-9a-f]{40}|[0-9a-f]{64}')
+_SHA256 = re.compile(r'[0-9a-f]{64}')
+#: One component of a path in a repository, or of a revision name.
+_PART = re.compile(r'[^/\\\x00-\x1f\x7f]+')
+#: How much of an error answer is read (its message).
+_ERROR_BODY_MAX = 64 << 10
+#: Attempts in a row without a new byte before a transfer gives up.
+_STALLS = 3
+#: Seconds without a write after which another host's temporary download
+#: file is a leftover.
+_STALE_AFTER = 3600
 
 
 class HubError(RuntimeError):
@@ -80,7 +136,58 @@ class NotCachedError(HubError):
 
 
 class CorruptDownloadError(HubError):
-    """A downloaded file has the wrong size or SHA-256."""
+    """A downloaded file has the wrong size or hash."""
+
+
+class HubAnswerError(HubError):
+    """The server's answer is not a Hugging Face Hub's (a malformed commit
+    id, ETag, size or file name; more bytes than it announced): refused
+    before anything of it enters the cache."""
+
+
+class HubTimeoutError(HubError):
+    """A Hub request did not finish within its time limit."""
+
+
+@dataclass(frozen=True)
+class HubLimits:
+    """Time limits of Hub requests.
+
+    Attributes:
+        timeout: Seconds. A metadata or listing request (connection,
+            headers and body together) ends within it; it is also the
+            longest silence in a file transfer and the fixed part of its
+            limit. ``SAPIENS_MM_HUB_TIMEOUT``, default 60.
+        min_speed: Bytes per second. A file of S bytes must arrive within
+            ``timeout + S / min_speed`` seconds.
+            ``SAPIENS_MM_HUB_MIN_SPEED``, default 262144 (256 KiB/s: a 2 GB
+            file may take 2.2 hours).
+    """
+    timeout: float = 60.0
+    min_speed: float = 256 * 1024
+
+    def __post_init__(self):
+        for name in ('timeout', 'min_speed'):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value)
+                    and value > 0):
+                raise ValueError(f'HubLimits.{name} must be a positive '
+                                 f'number, not {value!r}.')
+
+    @classmethod
+    def from_env(cls) -> 'HubLimits':
+        """The limits set by ``SAPIENS_MM_HUB_TIMEOUT`` and
+        ``SAPIENS_MM_HUB_MIN_SPEED`` now (defaults where unset).
+
+        Raises:
+            ValueError: A variable is not a positive number (named).
+        """
+        return cls(env_positive_number(TIMEOUT_ENV, cls.timeout),
+                   env_positive_number(MIN_SPEED_ENV, cls.min_speed))
+
+    def transfer_seconds(self, size: int) -> float:
+        """The time limit of a file transfer of ``size`` bytes."""
+        return self.timeout + size / self.min_speed
 
 
 def is_offline() -> bool:
@@ -102,9 +209,9 @@ def hub_cache_dir() -> str:
     return osp.join(osp.expanduser(home), 'hub')
 
 
-def _endpoint() -> Optional[str]:
+def _endpoint() -> str:
     value = os.environ.get('HF_ENDPOINT')
-    return value.rstrip('/') if value else None
+    return value.rstrip('/') if value else DEFAULT_ENDPOINT
 
 
 def sha256_of(path: str, chunk: int = 1 << 22) -> str:
@@ -134,57 +241,635 @@ class HubFile:
     sha256: Optional[str] = None
 
 
-def _what(card: Optional[ModelCard], repo_id: str, name: str) -> str:
-    where = f'{repo_id}/{name}' if name else repo_id
-    return f'{card.name} ({where})' if card is not None else where
+@dataclass
+class _Target:
+    """What is being fetched, for messages."""
+    repo_id: str
+    filename: str = ''
+    card: Optional[ModelCard] = None
 
+    @property
+    def what(self) -> str:
+        where = f'{self.repo_id}/{self.filename}' if self.filename else \
+            self.repo_id
+        return f'{self.card.name} ({where})' if self.card is not None \
+            else where
 
-def _hub_error(error: Exception, card: Optional[ModelCard], repo_id: str,
-               filename: str = '') -> HubError:
-    """One-line error for a ``huggingface_hub`` failure."""
-    from huggingface_hub import errors
-    what = _what(card, repo_id, filename)
-    page = card.page if card is not None else \
-        f'{_endpoint() or "https://huggingface.co"}/{repo_id}'
-    if isinstance(error, errors.GatedRepoError):
-        return GatedModelError(
-            f'{what}: the repository {repo_id} is gated. Accept its licence '
-            f'on {page} (logged in), then set HF_TOKEN to an access token of '
-            'that account (https://huggingface.co/settings/tokens).')
-    if isinstance(error, errors.RevisionNotFoundError):
-        return HubError(f'{what}: the repository {repo_id} has no revision '
-                        'of that name.')
-    if isinstance(error, errors.RepositoryNotFoundError):
+    def error(self, error: Exception) -> HubError:
+        """One-line error for a ``huggingface_hub`` or network failure."""
+        from huggingface_hub import errors
+        if isinstance(error, HubError):
+            return error
+        what, repo_id = self.what, self.repo_id
+        page = self.card.page if self.card is not None else \
+            f'{_endpoint()}/{repo_id}'
+        if isinstance(error, errors.GatedRepoError):
+            return GatedModelError(
+                f'{what}: the repository {repo_id} is gated. Accept its '
+                f'licence on {page} (logged in), then set HF_TOKEN to an '
+                'access token of that account '
+                '(https://huggingface.co/settings/tokens).')
+        if isinstance(error, errors.RevisionNotFoundError):
+            return HubError(f'{what}: the repository {repo_id} has no '
+                            'revision of that name.')
+        if isinstance(error, errors.RepositoryNotFoundError):
+            return HubError(
+                f'{what}: the repository {repo_id} does not exist or is '
+                'private (set HF_TOKEN if you have access).')
+        if isinstance(error, errors.EntryNotFoundError):
+            return ModelFileMissingError(
+                f'{what}: the repository {repo_id} has no file '
+                f'{self.filename}.')
+        detail = ' '.join(str(error).split())[:300]
         return HubError(
-            f'{what}: the repository {repo_id} does not exist or is private '
-            '(set HF_TOKEN if you have access).')
-    if isinstance(error, errors.EntryNotFoundError):
-        return ModelFileMissingError(
-            f'{what}: the repository {repo_id} has no file {filename}.')
-    detail = ' '.join(str(error).split())[:300]
-    return HubError(
-        f'{what}: could not reach the Hub ({type(error).__name__}: {detail}).'
-        ' Check the network / HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use '
-        'the cache.')
+            f'{what}: could not reach the Hub ({type(error).__name__}: '
+            f'{detail}). Check the network / HF_ENDPOINT, or set '
+            'HF_HUB_OFFLINE=1 to use the cache.')
+
+    def timeout(self, seconds: float) -> HubTimeoutError:
+        return HubTimeoutError(
+            f'{self.what}: the server ({_endpoint()}) did not finish within '
+            f'{seconds:g} s ({TIMEOUT_ENV} / {MIN_SPEED_ENV} set the '
+            'limits). Check the network / HF_ENDPOINT, or set '
+            'HF_HUB_OFFLINE=1 to use the cache.')
+
+    def refused(self, problem: str) -> HubAnswerError:
+        return HubAnswerError(
+            f'{self.what}: refused the answer of {_endpoint()}: {problem}. '
+            'A Hugging Face Hub never sends this; check HF_ENDPOINT. '
+            'Nothing was written.')
 
 
-def _listing(repo_id: str, revision: str,
-             card: Optional[ModelCard]) -> Dict[str, HubFile]:
-    """``{path: HubFile}`` of a repository revision (one API request)."""
-    from huggingface_hub import HfApi
+def _shown(value) -> str:
+    """``value`` for a one-line message (quoted, escaped, cut)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + '...'
+
+
+def _is_repo_path(name: str) -> bool:
+    """Whether ``name`` is a relative path without ``.`` / ``..``
+    components, backslashes or control characters (a file in a repository,
+    a revision name)."""
+    return isinstance(name, str) and 0 < len(name) <= 1024 and all(
+        _PART.fullmatch(part) and part not in ('.', '..')
+        for part in name.split('/'))
+
+
+def _check_revision(revision: str) -> str:
+    if not _is_repo_path(revision):
+        raise ValueError(f'{_shown(revision)} is not a Hub revision (a '
+                         'branch, tag or commit, e.g. main, v1.0, '
+                         'refs/pr/1).')
+    return revision
+
+
+def _check_repo_file(url: str, filename: str) -> str:
+    if not _is_repo_path(filename):
+        raise ValueError(f'{url}: {_shown(filename)} is not a file path in '
+                         'a repository (relative, without "..").')
+    return filename
+
+
+# ---------------------------------------------------------------------------
+# HTTP with overall limits, through huggingface_hub's configured client
+
+_T = TypeVar('_T')
+
+
+def _before(deadline: float, target: _Target, limit: float,
+            call: Callable[[], _T]) -> _T:
+    """``call()`` (a request whose answer's headers it waits for) in a
+    helper thread, given up at ``deadline`` (``time.monotonic()``) with
+    :class:`HubTimeoutError`: a server can hold a socket read open for ever
+    by sending a byte now and then, which no per-read timeout ends. A
+    thread given up on writes nothing; it ends with its socket timeout and
+    closes a response that comes too late."""
+    outcome: dict = {}
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def run():
+        try:
+            value = call()
+        except BaseException as e:  # noqa: BLE001 (handed to the caller)
+            with lock:
+                outcome['error'] = e
+        else:
+            with lock:
+                late = 'late' in outcome
+                outcome['value'] = value
+            if late and hasattr(value, 'close'):
+                value.close()
+        done.set()
+
+    threading.Thread(target=run, name='sapiens_mm-hub-request',
+                     daemon=True).start()
+    done.wait(max(0.0, deadline - time.monotonic()))
+    with lock:
+        if 'error' in outcome:
+            raise outcome['error']
+        if 'value' in outcome:
+            return outcome['value']
+        outcome['late'] = True
+    raise target.timeout(limit)
+
+
+def _transport_errors() -> tuple:
+    """The network error classes of the HTTP library ``huggingface_hub``
+    uses (``httpx2`` / ``httpx``)."""
+    return tuple(sys.modules[name].TransportError
+                 for name in ('httpx2', 'httpx') if name in sys.modules)
+
+
+def _headers() -> dict:
+    """``huggingface_hub``'s request headers (user agent, ``HF_TOKEN``),
+    asking for the bytes as stored."""
+    from huggingface_hub.utils import build_hf_headers
+    headers = build_hf_headers()
+    headers['Accept-Encoding'] = 'identity'
+    return headers
+
+
+def _chunks(response, deadline: float, target: _Target,
+            limit: float) -> Iterator[bytes]:
+    """The body of ``response`` as it arrives, ending with
+    :class:`HubTimeoutError` past ``deadline``."""
+    for chunk in response.iter_bytes():
+        if time.monotonic() > deadline:
+            raise target.timeout(limit)
+        if chunk:
+            yield chunk
+
+
+def _get(url: str, headers: dict, deadline: float, target: _Target,
+         limit: float, silence: float):
+    """A streamed GET of ``url`` (redirects followed; ``huggingface_hub``'s
+    HTTP client drops the token for another host) whose headers arrived
+    before ``deadline`` (``limit`` seconds after the start, for the
+    message), each socket read waiting at most ``silence`` seconds; an
+    error status raised as the one-line :class:`HubError` of
+    ``huggingface_hub``'s error type."""
+    from huggingface_hub import get_session, hf_raise_for_status
+    session = get_session()
+    request = session.build_request(
+        'GET', url, headers=headers,
+        timeout=max(0.05, min(silence, deadline - time.monotonic())))
+    response = _before(
+        deadline, target, limit,
+        lambda: session.send(request, stream=True, follow_redirects=True))
+    if response.status_code < 400:
+        return response
+    try:  # read the message of the error, a bounded part of it
+        body = bytearray()
+        for chunk in _chunks(response, deadline, target, limit):
+            body += chunk[:_ERROR_BODY_MAX - len(body)]
+            if len(body) >= _ERROR_BODY_MAX:
+                break
+    finally:
+        response.close()
+    kept = {k: v for k, v in response.headers.items() if k.lower() not in
+            ('content-encoding', 'content-length', 'transfer-encoding')}
+    read = type(response)(response.status_code, headers=kept,
+                          content=bytes(body), request=response.request)
     try:
-        info = HfApi(endpoint=_endpoint()).model_info(
-            repo_id, revision=revision, files_metadata=True)
+        hf_raise_for_status(read)
     except Exception as e:  # noqa: BLE001 (every Hub error becomes a line)
-        raise _hub_error(e, card, repo_id) from None
+        raise target.error(e) from None
+    raise target.refused(f'HTTP status {response.status_code}')
+
+
+# ---------------------------------------------------------------------------
+# listing and metadata
+
+
+def _listing(repo_id: str, revision: str, card: Optional[ModelCard],
+             limits: HubLimits) -> Dict[str, HubFile]:
+    """``{path: HubFile}`` of a repository revision (one API request,
+    within ``limits.timeout`` and :data:`LISTING_MAX_BYTES`)."""
+    target = _Target(repo_id, card=card)
+    url = (f'{_endpoint()}/api/models/{repo_id}/revision/'
+           f'{quote(revision, safe="")}?blobs=true')
+    deadline = time.monotonic() + limits.timeout
+    body = bytearray()
+    try:
+        response = _get(url, _headers(), deadline, target, limits.timeout,
+                        limits.timeout)
+        try:
+            for chunk in _chunks(response, deadline, target,
+                                 limits.timeout):
+                body += chunk
+                if len(body) > LISTING_MAX_BYTES:
+                    raise target.refused(
+                        f'a listing longer than {LISTING_MAX_BYTES >> 20} '
+                        'MiB')
+        finally:
+            response.close()
+    except HubError:
+        raise
+    except Exception as e:  # noqa: BLE001 (every Hub error becomes a line)
+        raise target.error(e) from None
+    return _parse_listing(bytes(body), repo_id, revision, target)
+
+
+def _parse_listing(body: bytes, repo_id: str, revision: str,
+                   target: _Target) -> Dict[str, HubFile]:
+    try:
+        siblings = json.loads(body).get('siblings') or []
+        if not isinstance(siblings, list):
+            raise ValueError
+    except (ValueError, AttributeError, RecursionError):
+        raise target.refused('a listing that is not the JSON of a Hub '
+                             'repository') from None
     files = {}
-    for sibling in info.siblings or ():
-        lfs = getattr(sibling, 'lfs', None)
-        files[sibling.rfilename] = HubFile(
-            repo_id, revision, sibling.rfilename,
-            size=(lfs.size if lfs is not None else sibling.size),
-            sha256=(lfs.sha256 if lfs is not None else None))
+    for entry in siblings:
+        entry = entry if isinstance(entry, dict) else {}
+        name = entry.get('rfilename')
+        if not _is_repo_path(name):
+            raise target.refused(f'a listed file name {_shown(name)} that '
+                                 'is not a relative path in the repository')
+        lfs = entry.get('lfs') if isinstance(entry.get('lfs'),
+                                             dict) else None
+        size = (lfs or entry).get('size')
+        sha = lfs.get('sha256') if lfs else None
+        if size is not None and not (isinstance(size, int) and size >= 0):
+            raise target.refused(f'a size of {_shown(size)} for {name}')
+        if sha is not None and not (isinstance(sha, str)
+                                    and _SHA256.fullmatch(sha.lower())):
+            raise target.refused(f'an SHA-256 of {_shown(sha)} for {name}')
+        files[name] = HubFile(repo_id, revision, name, size,
+                              sha.lower() if sha else None)
     return files
+
+
+def _pinned(meta, listed: Optional[HubFile],
+            target: _Target) -> Tuple[str, str, int]:
+    """``(commit, etag, size)`` of a metadata answer, each checked before
+    it names a path or bounds a transfer."""
+    commit, etag, size = meta.commit_hash, meta.etag, meta.size
+    if not (isinstance(commit, str) and _COMMIT.fullmatch(commit)):
+        raise target.refused(f'the commit id (X-Repo-Commit) {_shown(commit)}'
+                             ' is not 40 hexadecimal digits')
+    etag = etag.lower() if isinstance(etag, str) else etag
+    if not (isinstance(etag, str) and _ETAG.fullmatch(etag)):
+        raise target.refused(f'the ETag {_shown(etag)} is not the 40- or '
+                             '64-digit hexadecimal hash of a file')
+    if not (isinstance(size, int) and size >= 0):
+        raise target.refused('no size (X-Linked-Size / Content-Length) for '
+                             'the file')
+    if listed is not None and listed.size is not None and \
+            listed.size != size:
+        raise target.refused(f'{size} bytes announced for a file listed with '
+                             f'{listed.size}')
+    return commit, etag, size
+
+
+# ---------------------------------------------------------------------------
+# the cache layout
+
+
+def _repo_dir(cache_dir: str, repo_id: str) -> Path:
+    """The cache folder of a model repository (``models--<org>--<name>``,
+    the Hugging Face cache layout)."""
+    return Path(cache_dir) / '--'.join(('models', *repo_id.split('/')))
+
+
+def _inside(root: Path, path: Path) -> Path:
+    """``path``, after checking that it (its existing part resolved) lies
+    in ``root``: a folder of the cache that is a link out of it is never
+    written through."""
+    real_root, real = osp.realpath(root), osp.realpath(path)
+    if osp.commonpath([real_root, real]) != real_root:
+        raise HubError(f'{path} leads out of the cache folder {root} '
+                       f'(to {real}); remove that link from the cache.')
+    return path
+
+
+def _snapshot_dir(repo_id: str, revision: str,
+                  cache_dir: str) -> Optional[Path]:
+    """The cached snapshot folder of ``repo_id`` at ``revision``."""
+    repo_dir = _repo_dir(cache_dir, repo_id)
+    commit = revision
+    if not _COMMIT.fullmatch(revision):
+        ref = repo_dir / 'refs' / revision
+        if not ref.is_file():
+            return None
+        commit = ref.read_text().strip()
+        if not _COMMIT.fullmatch(commit):
+            return None
+    snapshot = repo_dir / 'snapshots' / commit
+    return snapshot if snapshot.is_dir() else None
+
+
+def cached_file(card: ModelCard, revision: Optional[str] = None,
+                cache_dir: Optional[str] = None) -> Optional[str]:
+    """The card's file in the local Hugging Face cache, or None (nothing
+    is fetched)."""
+    revision = _check_revision(revision or card.revision)
+    snapshot = _snapshot_dir(card.repo_id, revision,
+                             cache_dir or hub_cache_dir())
+    if snapshot is None:
+        return None
+    names = [p.relative_to(snapshot).as_posix()
+             for p in snapshot.rglob('*') if p.is_file()]
+    name = _choose(card, names)
+    if name is not None:
+        return str(snapshot / name)
+    if set(TRANSFORMERS_FILES) <= set(names):
+        return str(snapshot)
+    return None
+
+
+def _host() -> str:
+    return re.sub(r'[^\w-]', '-', socket.gethostname())[:64] or 'host'
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by another user
+        return True
+    return True
+
+
+def _remove_leftovers(blob: Path) -> None:
+    """Remove the temporary files of downloads of ``blob`` that ended
+    without cleaning up: of this host's dead processes, or untouched for an
+    hour (a live transfer writes at least every ``timeout`` seconds)."""
+    ours = re.compile(re.escape(blob.name) +
+                      r'\.[0-9a-f]{8}\.(\d+)@([\w-]+)\.incomplete')
+    host = _host()
+    for path in blob.parent.glob(f'{blob.name}*.incomplete'):
+        m = ours.fullmatch(path.name)
+        try:
+            if m is not None and m.group(2) == host:
+                dead = not _alive(int(m.group(1)))
+            else:
+                dead = time.time() - path.lstat().st_mtime > _STALE_AFTER
+            if dead:
+                path.unlink()
+        except OSError:  # gone meanwhile, or not ours to remove
+            pass
+
+
+@contextlib.contextmanager
+def _best_effort_lock(path: Path, wait: float, target: _Target):
+    """Hold a lock on ``path`` when the file system supports it, so that
+    one job downloads while the others wait. Correctness never depends on
+    it: where ``flock`` does nothing (Lustre, GPFS, some NFS mounts) every
+    job downloads its own copy."""
+    from filelock import FileLock, Timeout
+    lock = FileLock(str(path))
+    held = False
+    try:
+        lock.acquire(timeout=wait)
+        held = True
+    except Timeout:
+        print_log(f'{target.what}: another process held {path} for '
+                  f'{wait:.0f} s; downloading without it.', logger='current',
+                  level=logging.WARNING)
+    except OSError:  # a read-only or lock-less .locks folder
+        pass
+    try:
+        yield
+    finally:
+        if held:
+            lock.release()
+
+
+class _Digests:
+    """The hashes of a download that its ETag and listing are checked
+    against: SHA-256 always, the git blob SHA-1 for a 40-digit ETag."""
+
+    def __init__(self, size: int, etag: str):
+        self.size, self.etag = size, etag
+        self.reset()
+
+    def reset(self) -> None:
+        self.sha256 = hashlib.sha256()
+        self.git = hashlib.sha1(b'blob %d\0' % self.size) \
+            if len(self.etag) == 40 else None
+
+    def update(self, data: bytes) -> None:
+        self.sha256.update(data)
+        if self.git is not None:
+            self.git.update(data)
+
+    def mismatch(self, listed_sha256: Optional[str]) -> Optional[str]:
+        """Why the content is not the expected file, or None."""
+        sha = self.sha256.hexdigest()
+        if self.git is not None and self.git.hexdigest() != self.etag:
+            return (f'git SHA-1 {self.git.hexdigest()[:12]}... instead of '
+                    f'its ETag {self.etag[:12]}...')
+        if len(self.etag) == 64 and sha != self.etag:
+            return f'SHA-256 {sha[:12]}... instead of its ETag ' \
+                f'{self.etag[:12]}...'
+        if listed_sha256 and sha != listed_sha256:
+            return f'SHA-256 {sha[:12]}... instead of the listed ' \
+                f'{listed_sha256[:12]}...'
+        return None
+
+
+def _receive_body(response, f, have: int, size: int, digests: _Digests,
+                  deadline: float, target: _Target, limit: float,
+                  bar) -> None:
+    """Write the body of ``response`` after the ``have`` bytes of ``f``,
+    never past ``size``."""
+    status = response.status_code
+    if have and status == 200:  # the range was ignored: from the start
+        f.seek(0)
+        f.truncate()
+        digests.reset()
+        bar.reset(total=size)
+        have = 0
+    elif have and status == 206:
+        expected = f'bytes {have}-{size - 1}/{size}'
+        if response.headers.get('Content-Range', '').strip() != expected:
+            raise target.refused(
+                f'Content-Range {_shown(response.headers.get("Content-Range"))}'
+                f' for a request from byte {have}')
+    elif status != 200:
+        raise target.refused(f'HTTP status {status} for the file')
+    length = response.headers.get('Content-Length')
+    if length is not None and response.headers.get(
+            'Content-Encoding', 'identity').lower() == 'identity' and (
+                not length.strip().isdigit()
+                or have + int(length) != size):
+        raise target.refused(f'Content-Length {_shown(length)} for the '
+                             f'{size - have} bytes left of the file')
+    for chunk in _chunks(response, deadline, target, limit):
+        if have + len(chunk) > size:
+            raise target.refused(
+                f'more bytes than the {size} it announced (the download '
+                'was cut and discarded)')
+        f.write(chunk)
+        digests.update(chunk)
+        bar.update(len(chunk))
+        have += len(chunk)
+
+
+def _transfer(url: str, tmp: Path, size: int, digests: _Digests,
+              target: _Target, limits: HubLimits) -> None:
+    """Download ``url`` (``size`` bytes) into the new file ``tmp``, within
+    ``limits.transfer_seconds(size)``; a dropped connection is continued
+    with a range request."""
+    from huggingface_hub.utils import tqdm
+    limit = limits.transfer_seconds(size)
+    deadline = time.monotonic() + limit
+    errors = _transport_errors()
+    have, stalls, last = 0, 0, ''
+    # 'x': created here, never opened through a file or link planted there
+    with open(tmp, 'xb') as f, tqdm(total=size, unit='B', unit_scale=True,
+                                    unit_divisor=1024, leave=False,
+                                    desc=Path(target.filename).name[-40:],
+                                    name='huggingface_hub.http_get') as bar:
+        while True:
+            headers = _headers()
+            if have:
+                headers['Range'] = f'bytes={have}-'
+                print_log(f'{target.what}: the connection broke ({last}); '
+                          f'continuing at byte {have}.', logger='current')
+            before = have
+            try:
+                response = _get(url, headers, deadline, target, limit,
+                                limits.timeout)
+                try:
+                    _receive_body(response, f, have, size, digests, deadline,
+                                  target, limit, bar)
+                finally:
+                    response.close()
+                last = 'the server ended the file early'
+            except errors as e:
+                if time.monotonic() >= deadline:
+                    raise target.timeout(limit) from None
+                last = f'{type(e).__name__}: {" ".join(str(e).split())}'
+            have = f.tell()  # what arrived, also when the connection broke
+            if have == size:
+                return
+            stalls = 0 if have > before else stalls + 1
+            if stalls >= _STALLS:
+                raise HubError(
+                    f'{target.what}: the download stopped {_STALLS} times '
+                    f'without progress at byte {have} of {size} ({last}). '
+                    'Check the network / HF_ENDPOINT and try again.')
+
+
+def _fetch_blob(url: str, blob: Path, size: int, etag: str,
+                listed: Optional[HubFile], target: _Target,
+                limits: HubLimits) -> None:
+    """Make ``blob`` the checked file: downloaded into a temporary file of
+    this process, checked, then renamed over ``blob`` (a corrupt download
+    is discarded and tried once more)."""
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(blob)
+    lock = blob.with_name(f'{etag}.lock')  # in the repository's folder
+    listed_sha = listed.sha256 if listed is not None else None
+    problem = None
+    with _best_effort_lock(lock, limits.transfer_seconds(size), target):
+        for attempt in (1, 2):
+            if blob.is_file() and blob.stat().st_size == size:
+                return  # another job finished it meanwhile
+            tmp = blob.with_name(f'{etag}.{uuid.uuid4().hex[:8]}.'
+                                 f'{os.getpid()}@{_host()}.incomplete')
+            digests = _Digests(size, etag)
+            try:
+                _transfer(url, tmp, size, digests, target, limits)
+                problem = digests.mismatch(listed_sha)
+                if problem is None:
+                    os.replace(tmp, blob)
+                    return
+            finally:
+                if osp.lexists(tmp):
+                    os.remove(tmp)
+            print_log(f'{target.what}: the download is corrupt ({problem}); '
+                      'discarded' + ('; downloading it again.'
+                                     if attempt == 1 else '.'),
+                      logger='current', level=logging.WARNING)
+    raise CorruptDownloadError(
+        f'{target.what}: the download is corrupt twice ({problem}); it was '
+        'discarded and the cache left as it was. Check the network / '
+        'HF_ENDPOINT mirror and try again.')
+
+
+def _link(repo_dir: Path, blob: Path, commit: str, filename: str) -> Path:
+    """Point ``snapshots/<commit>/<filename>`` at ``blob`` (a relative
+    symbolic link, a copy where links are not supported), atomically."""
+    pointer = _inside(repo_dir, repo_dir / 'snapshots' / commit / filename)
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    if pointer.is_file() and osp.samefile(pointer, blob):
+        return pointer
+    tmp = pointer.with_name(f'.{pointer.name}.{uuid.uuid4().hex[:8]}.link')
+    try:
+        os.symlink(osp.relpath(blob, pointer.parent), tmp)
+    except OSError:
+        shutil.copyfile(blob, tmp)
+    os.replace(tmp, pointer)
+    return pointer
+
+
+def _record_ref(repo_dir: Path, revision: str, commit: str) -> None:
+    """Write ``refs/<revision>`` (the commit it names), atomically, when
+    the revision is a branch or tag."""
+    if revision == commit:
+        return
+    ref = _inside(repo_dir, repo_dir / 'refs' / revision)
+    if ref.is_file() and ref.read_text() == commit:
+        return
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    tmp = ref.with_name(f'.{ref.name}.{uuid.uuid4().hex[:8]}.tmp')
+    tmp.write_text(commit)
+    os.replace(tmp, ref)
+
+
+def _download(repo_id: str, revision: str, filename: str,
+              listed: Optional[HubFile], card: Optional[ModelCard],
+              cache_dir: str, limits: HubLimits) -> str:
+    """Fetch a file of a repository revision into the Hugging Face cache,
+    checked before it enters it (see the module's notes)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.utils import validate_repo_id
+    target = _Target(repo_id, filename, card)
+    try:
+        validate_repo_id(repo_id)
+    except ValueError:
+        raise ValueError(f'{target.what}: {_shown(repo_id)} is not a Hub '
+                         'repository id (<org>/<name>: letters, digits, '
+                         '"-", "_", "."; no "--" or "..").') from None
+    endpoint = _endpoint()
+    try:
+        url = hf_hub_url(repo_id, filename, revision=revision,
+                         endpoint=endpoint)
+        meta = _before(
+            time.monotonic() + limits.timeout, target, limits.timeout,
+            lambda: get_hf_file_metadata(url, timeout=limits.timeout,
+                                         endpoint=endpoint))
+    except Exception as e:  # noqa: BLE001 (every Hub error becomes a line)
+        raise target.error(e) from None
+    commit, etag, size = _pinned(meta, listed, target)
+    repo_dir = _repo_dir(cache_dir, repo_id)
+    pointer = repo_dir / 'snapshots' / commit / filename
+    if pointer.is_file():  # this commit's file is cached
+        with contextlib.suppress(OSError):  # a read-only shared cache
+            _record_ref(repo_dir, revision, commit)
+        return str(pointer)
+    blob = _inside(repo_dir, repo_dir / 'blobs' / etag)
+    if not (blob.is_file() and blob.stat().st_size == size):
+        try:
+            _fetch_blob(hf_hub_url(repo_id, filename, revision=commit,
+                                   endpoint=endpoint), blob, size, etag,
+                        listed, target, limits)
+        except (HubError, OSError):
+            raise
+        except Exception as e:  # noqa: BLE001 (every Hub error: a line)
+            raise target.error(e) from None
+    _link(repo_dir, blob, commit, filename)
+    _record_ref(repo_dir, revision, commit)
+    return str(pointer)
+
+
+# ---------------------------------------------------------------------------
+# what users call
 
 
 def _choose(card: ModelCard, names: List[str]) -> Optional[str]:
@@ -203,181 +888,10 @@ def _choose(card: ModelCard, names: List[str]) -> Optional[str]:
         None, n, card.filename).ratio())
 
 
-def _repo_dir(cache_dir: str, repo_id: str) -> Path:
-    """The cache folder of a model repository (``models--<org>--<name>``,
-    named by ``huggingface_hub`` itself)."""
-    from huggingface_hub.file_download import repo_folder_name
-    return Path(cache_dir) / repo_folder_name(repo_id=repo_id,
-                                              repo_type='model')
-
-
-def _snapshot_dir(repo_id: str, revision: str,
-                  cache_dir: str) -> Optional[Path]:
-    """The cached snapshot folder of ``repo_id`` at ``revision``."""
-    repo_dir = _repo_dir(cache_dir, repo_id)
-    commit = revision
-    if not re.fullmatch(r'[0-9a-f]{40}', revision):
-        ref = repo_dir / 'refs' / revision
-        if not ref.is_file():
-            return None
-        commit = ref.read_text().strip()
-    snapshot = repo_dir / 'snapshots' / commit
-    return snapshot if snapshot.is_dir() else None
-
-
-def cached_file(card: ModelCard, revision: Optional[str] = None,
-                cache_dir: Optional[str] = None) -> Optional[str]:
-    """The card's file in the local Hugging Face cache, or None (nothing
-    is fetched)."""
-    revision = revision or card.revision
-    snapshot = _snapshot_dir(card.repo_id, revision,
-                             cache_dir or hub_cache_dir())
-    if snapshot is None:
-        return None
-    names = [p.relative_to(snapshot).as_posix()
-             for p in snapshot.rglob('*') if p.is_file()]
-    name = _choose(card, names)
-    if name is not None:
-        return str(snapshot / name)
-    if set(TRANSFORMERS_FILES) <= set(names):
-        return str(snapshot)
-    return None
-
-
-def _check(path: str, expected: HubFile, card: Optional[ModelCard]
-           ) -> Optional[str]:
-    """Why the downloaded ``path`` is not the expected file, or None."""
-    sizes = {s for s in (expected.size,
-                         card.file_size if card is not None else None)
-             if s is not None}
-    actual = osp.getsize(path)
-    for size in sizes:
-        if actual != size:
-            return f'{actual} bytes instead of {size}'
-    hashes = {h.lower() for h in (expected.sha256,
-                                  card.sha256 if card is not None else None)
-              if h}
-    if hashes:
-        digest = sha256_of(path)
-        for h in hashes:
-            if digest != h:
-                return f'SHA-256 {digest[:12]}... instead of {h[:12]}...'
-    return None
-
-
-def _link(repo_dir: Path, blob: Path, commit: str, revision: str,
-          filename: str) -> str:
-    """Point ``snapshots/<commit>/<filename>`` at ``blob`` (a relative
-    symbolic link, a copy where links are not supported) and record
-    ``refs/<revision>`` when the revision is not the commit itself: the
-    Hugging Face cache layout, which every Hugging Face tool reads."""
-    pointer = repo_dir / 'snapshots' / commit / filename
-    pointer.parent.mkdir(parents=True, exist_ok=True)
-    if not (pointer.is_file()
-            and osp.realpath(pointer) == osp.realpath(blob)):
-        tmp = pointer.with_name(f'.{pointer.name}.{os.getpid()}.link')
-        if osp.lexists(tmp):
-            os.remove(tmp)
-        try:
-            os.symlink(osp.relpath(blob, pointer.parent), tmp)
-        except OSError:
-            import shutil
-            shutil.copyfile(blob, tmp)
-        os.replace(tmp, pointer)
-    if revision != commit:
-        ref = repo_dir / 'refs' / revision
-        ref.parent.mkdir(parents=True, exist_ok=True)
-        if not ref.is_file() or ref.read_text() != commit:
-            ref.write_text(commit)
-    return str(pointer)
-
-
-def _resume(url: str, partial: Path, size: Optional[int], headers: dict,
-            filename: str) -> None:
-    """Download ``url`` into ``partial``, continuing the bytes already
-    there with an HTTP range request (``huggingface_hub``'s ``http_get``:
-    its progress bar, its retries of a dropped connection)."""
-    from huggingface_hub.file_download import http_get
-    have = partial.stat().st_size if partial.exists() else 0
-    with open(partial, 'ab') as f:
-        if size is not None and have > size:  # not the start of this file
-            f.truncate(0)
-            have = 0
-        if have:
-            print_log(f'{filename}: resuming the download at byte {have}.',
-                      logger='current')
-        http_get(url, f, resume_size=have, headers=headers,
-                 expected_size=size, displayed_filename=filename)
-
-
-def _download(hub_file: HubFile, card: Optional[ModelCard],
-              cache_dir: str) -> str:
-    """Download a file into the Hugging Face cache, resumable across
-    processes, checked before it enters the cache.
-
-    The bytes go to ``blobs/<etag>.incomplete`` in the repository's cache
-    folder, under the lock ``huggingface_hub`` takes for the same blob
-    (``.locks/models--<org>--<name>/<etag>.lock``): a download that
-    stops, even by a killed process, is continued by the next one from
-    where it stopped. The complete file is checked (size; SHA-256 of the
-    listing and of the card), then renamed to ``blobs/<etag>`` and linked
-    as ``snapshots/<commit>/<path>`` (``refs/<revision>`` recorded), the
-    layout ``huggingface_hub`` itself writes and reads. A file that fails
-    the check is deleted and downloaded once more, then refused.
-    """
-    from filelock import FileLock
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
-    from huggingface_hub.utils import build_hf_headers
-    repo_id, name = hub_file.repo_id, hub_file.filename
-    what = _what(card, repo_id, name)
-    url = hf_hub_url(repo_id, name, revision=hub_file.revision,
-                     endpoint=_endpoint())
-    try:
-        meta = get_hf_file_metadata(url, endpoint=_endpoint())
-        if not meta.commit_hash or not meta.etag:
-            raise HubError(f'{what}: {url} answered without the '
-                           'X-Repo-Commit / ETag headers of a Hugging Face '
-                           'Hub; check HF_ENDPOINT.')
-        headers = build_hf_headers()
-        location = meta.location or url
-        if urlsplit(location).netloc != urlsplit(url).netloc:
-            headers.pop('authorization', None)  # a signed CDN URL
-        repo_dir = _repo_dir(cache_dir, repo_id)
-        blob = repo_dir / 'blobs' / meta.etag
-        partial = blob.with_name(blob.name + '.incomplete')
-        lock = Path(cache_dir) / '.locks' / repo_dir.name / \
-            f'{meta.etag}.lock'
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        for attempt in (1, 2):
-            with FileLock(str(lock)):
-                fresh = not blob.is_file()
-                if fresh:
-                    _resume(location, partial, meta.size, headers, name)
-                candidate = partial if fresh else blob
-                problem = _check(str(candidate), hub_file, card)
-                if problem is None:
-                    if fresh:
-                        os.replace(partial, blob)
-                    return _link(repo_dir, blob, meta.commit_hash,
-                                 hub_file.revision, name)
-                os.remove(candidate)
-            print_log(f'{what}: the download is corrupt ({problem}); '
-                      'deleted' + ('; downloading it again.'
-                                   if attempt == 1 else '.'),
-                      logger='current', level=30)
-    except HubError:
-        raise
-    except Exception as e:  # noqa: BLE001 (every Hub error becomes a line)
-        raise _hub_error(e, card, repo_id, name) from None
-    raise CorruptDownloadError(
-        f'{what}: the download is corrupt twice ({problem}); it was deleted.'
-        ' Check the network / HF_ENDPOINT mirror and try again.')
-
-
 def fetch(card: ModelCard,
           revision: Optional[str] = None,
-          check_remote: bool = False) -> str:
+          check_remote: bool = False,
+          limits: Optional[HubLimits] = None) -> str:
     """The local path of a registry model's file, downloaded if needed.
 
     Args:
@@ -386,6 +900,8 @@ def fetch(card: ModelCard,
             card's.
         check_remote: Ask the Hub for the current listing even when a file
             is cached (a newer file on a branch is downloaded).
+        limits: Time limits of the requests (default:
+            :meth:`HubLimits.from_env`).
 
     Returns:
         Path of the file in the Hugging Face cache; when the revision holds
@@ -394,8 +910,10 @@ def fetch(card: ModelCard,
 
     Raises:
         HubError: (and subclasses) with a one-line message.
+        ValueError: A malformed revision or limit setting.
     """
-    revision = revision or card.revision
+    revision = _check_revision(revision or card.revision)
+    limits = limits or HubLimits.from_env()
     cache_dir = hub_cache_dir()
     cached = cached_file(card, revision, cache_dir)
     if is_offline():
@@ -409,12 +927,12 @@ def fetch(card: ModelCard,
         return cached
     if cached is not None and not check_remote:
         return cached
-    files = _listing(card.repo_id, revision, card)
+    files = _listing(card.repo_id, revision, card, limits)
     name = _choose(card, sorted(files))
     if name is None and set(TRANSFORMERS_FILES) <= set(files):
         # only the Transformers layout at this revision: its folder
-        paths = [_download(files[n], card, cache_dir)
-                 for n in TRANSFORMERS_FILES]
+        paths = [_download(card.repo_id, revision, n, files[n], card,
+                           cache_dir, limits) for n in TRANSFORMERS_FILES]
         _log_licence(card, TRANSFORMERS_FILES[-1])
         return osp.dirname(paths[-1])
     if name is None:
@@ -427,7 +945,8 @@ def fetch(card: ModelCard,
     known = isinstance(
         try_to_load_from_cache(card.repo_id, name, cache_dir=cache_dir,
                                revision=revision), str)
-    path = _download(files[name], card, cache_dir)
+    path = _download(card.repo_id, revision, name, files[name], card,
+                     cache_dir, limits)
     if not known:
         _log_licence(card, name)
     return path
@@ -457,14 +976,17 @@ def parse_hf_url(url: str) -> Tuple[str, Optional[str], str]:
         m.group('path')
 
 
-def fetch_url(url: str, local_only: bool = False) -> str:
+def fetch_url(url: str, local_only: bool = False,
+              limits: Optional[HubLimits] = None) -> str:
     """The local path of ``hf://org/repo[@rev]/file`` or ``hf://NAME`` (a
     registry model), downloaded if needed.
 
     Args:
         url: The URL.
-        local_only: Only look in the cache (as for the non-zero ranks of a
-            distributed job, after rank 0 downloaded).
+        local_only: Only look in the cache (as for the ranks of a
+            distributed job that wait for their node's download).
+        limits: Time limits of the requests (default:
+            :meth:`HubLimits.from_env`).
 
     Raises:
         HubError: (and subclasses), UnknownModelError, ValueError.
@@ -483,9 +1005,10 @@ def fetch_url(url: str, local_only: bool = False) -> str:
                 raise NotCachedError(f'{url}: not in the cache '
                                      f'{hub_cache_dir()}.')
             return path
-        return fetch(card)
+        return fetch(card, limits=limits)
     repo_id, revision, filename = parse_hf_url(url)
-    revision = revision or 'main'
+    revision = _check_revision(revision or 'main')
+    _check_repo_file(url, filename)
     from huggingface_hub import try_to_load_from_cache
     cache_dir = hub_cache_dir()
     cached = try_to_load_from_cache(repo_id, filename, cache_dir=cache_dir,
@@ -497,13 +1020,16 @@ def fetch_url(url: str, local_only: bool = False) -> str:
             f'{url} is not in the Hugging Face cache {cache_dir}'
             + (' and HF_HUB_OFFLINE is set: download it where the Hub is '
                'reachable, or unset HF_HUB_OFFLINE.' if is_offline() else '.'))
-    files = _listing(repo_id, revision, None)
-    if filename not in files:
-        shown = ', '.join(sorted(files)[:8]) or 'none'
-        raise ModelFileMissingError(
-            f'{url}: the repository {repo_id} has no file {filename} (files: '
-            f'{shown}{", ..." if len(files) > 8 else ""}).')
-    return _download(files[filename], None, cache_dir)
+    limits = limits or HubLimits.from_env()
+    try:
+        return _download(repo_id, revision, filename, None, None, cache_dir,
+                          limits)
+    except ModelFileMissingError:
+        files = _listing(repo_id, revision, None, limits)  # what there is
+    shown = ', '.join(sorted(files)[:8]) or 'none'
+    raise ModelFileMissingError(
+        f'{url}: the repository {repo_id} has no file {filename} (files: '
+        f'{shown}{", ..." if len(files) > 8 else ""}).')
 
 
 def _looks_like_path(text: str) -> bool:

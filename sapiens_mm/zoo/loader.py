@@ -10,8 +10,10 @@ mmseg ``init_model``) read:
   lacks (:func:`with_official_dataset_meta`);
 - ``hf://<org>/<repo>[@<revision>]/<file>`` and ``hf://<registry name>``
   through the Hugging Face cache (:mod:`sapiens_mm.zoo.hub`). In a
-  distributed job rank 0 downloads while the other ranks wait at a barrier,
-  then read the cached file.
+  distributed job each node's local rank 0 downloads into its node's cache
+  while the node's other ranks wait, then read it; an error on any rank
+  reaches every rank as the same line, and no rank waits without end
+  (:mod:`sapiens_mm.zoo.dist_fetch`).
 
 :mod:`sapiens_mm.checkpoint` itself knows nothing of the registry: it turns
 files into state dicts.
@@ -39,17 +41,10 @@ def load_local(filename: str, map_location: Any = None) -> Any:
 
 def load_hub(filename: str, map_location: Any = None) -> Any:
     """mmengine scheme ``hf://``: the file from the Hugging Face cache,
-    downloaded by rank 0 (the other ranks wait, then read the cache)."""
-    from mmengine.dist import barrier, get_dist_info
-
-    from .hub import fetch_url
-    rank, world_size = get_dist_info()
-    path = fetch_url(filename) if rank == 0 else None
-    if world_size > 1:
-        barrier()
-        if rank != 0:
-            path = fetch_url(filename, local_only=True)
-    return load_local(path, map_location)
+    downloaded once per node (see
+    :func:`sapiens_mm.zoo.dist_fetch.fetch_url_on_nodes`)."""
+    from .dist_fetch import fetch_url_on_nodes
+    return load_local(fetch_url_on_nodes(filename), map_location)
 
 
 def register_mmengine_loaders() -> None:

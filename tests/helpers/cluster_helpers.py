@@ -283,3 +283,14 @@ def write_tiny_seg_checkpoint(tmp_path: Path, monkeypatch, n: int) -> tuple:
     ckpt = tmp_path / 'model.pth'
     torch.save({'state_dict': model.state_dict()}, str(ckpt))
     return cfg_path, ckpt
+
+
+def torchrun_node_cmd(script: Path, *args: str, nnodes: int, node_rank: int,
+                      nproc: int, port: int) -> List[str]:
+    """``torchrun`` for node ``node_rank`` of a job of ``nnodes`` simulated
+    nodes on this machine (static rendezvous at ``127.0.0.1:port``, each
+    node started by its own call, as on a cluster)."""
+    return [sys.executable, '-m', 'torch.distributed.run',
+            f'--nnodes={nnodes}', f'--node-rank={node_rank}',
+            f'--nproc-per-node={nproc}', '--master-addr=127.0.0.1',
+            f'--master-port={port}', str(script), *args]

@@ -18,12 +18,24 @@ its next download and then drops the connection (a download cut halfway);
 :meth:`FakeHub.stall_after` sends the first bytes and then stalls, the
 connection open, until the hub closes (a client killed mid-download);
 :meth:`FakeHub.add_file` with ``listed_sha256`` lists a hash the content
-does not have (a corrupt download).
+does not have (a corrupt download); :meth:`FakeHub.corrupt` flips a byte of
+one download; :meth:`FakeHub.hold_downloads` and :meth:`FakeHub.throttle`
+make downloads overlap (jobs sharing one cache).
+
+A hostile server (a mirror set as ``HF_ENDPOINT``) is played by
+:meth:`FakeHub.override` (any header of a file's answers, e.g. an ``ETag``
+of ``../../../../x/victim`` or an ``X-Repo-Commit`` of ``../../x/DIR``,
+from its n-th request on: a server that answers a second request
+differently), :meth:`FakeHub.oversize` (a chunked body far longer than the
+size the server announced), :meth:`FakeHub.trickle` (one byte every few
+seconds) and :meth:`FakeHub.hang_listing` (a listing that never answers, or
+whose status line trickles).
 """
 import hashlib
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Dict, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
@@ -44,6 +56,21 @@ class FakeHub:
         self.requests: List[Tuple[str, str, Optional[str]]] = []
         self._drops: Dict[Tuple[str, str], int] = {}
         self._stalls: Dict[Tuple[str, str], int] = {}
+        self._overrides: Dict[Tuple[str, str], Tuple[int, dict]] = {}
+        self._answered: Dict[Tuple[str, str], int] = {}
+        self._oversize: Dict[Tuple[str, str], Optional[int]] = {}
+        self._trickles: Dict[Tuple[str, str], float] = {}
+        self._corrupt: Dict[Tuple[str, str], set] = {}
+        self._gets: Dict[Tuple[str, str], int] = {}
+        self._hung_listings: Dict[str, Optional[float]] = {}
+        self._throttle: Optional[Tuple[int, float]] = None
+        self._hold = 0
+        self._in_flight = 0
+        self._cond = threading.Condition()
+        #: Bytes of the body sent by the last :meth:`oversize` answer.
+        self.oversize_sent = 0
+        #: The most downloads that were in flight at once.
+        self.max_in_flight = 0
         #: Set once a stalled download has sent its bytes.
         self.stalled = threading.Event()
         self._closing = threading.Event()
@@ -78,6 +105,47 @@ class FakeHub:
         """The next GET of the file sends ``nbytes`` bytes, sets
         :attr:`stalled`, then sends nothing more until the hub closes."""
         self._stalls[(repo_id, path)] = nbytes
+
+    def override(self, repo_id: str, path: str, after: int = 0,
+                 **headers: str) -> None:
+        """Answer every HEAD / GET of the file from its ``after``-th request
+        on (counted from 0) with these header values (``_`` in a name is
+        ``-``: ``X_Repo_Commit='../../x/DIR'``, ``ETag='"../x"'``)."""
+        self._overrides[(repo_id, path)] = (
+            after, {k.replace('_', '-'): v for k, v in headers.items()})
+
+    def oversize(self, repo_id: str, path: str,
+                 extra: Optional[int] = None) -> None:
+        """Downloads of the file send a chunked body: the content, then
+        ``extra`` more bytes (None: without end, until the client closes);
+        the listing and HEAD announce the content's size."""
+        self._oversize[(repo_id, path)] = extra
+
+    def trickle(self, repo_id: str, path: str, interval: float) -> None:
+        """Downloads of the file send their headers, then one byte every
+        ``interval`` seconds."""
+        self._trickles[(repo_id, path)] = interval
+
+    def hang_listing(self, repo_id: str,
+                     trickle: Optional[float] = None) -> None:
+        """The listing of ``repo_id`` never answers (``trickle``: its status
+        line comes one byte every ``trickle`` seconds, without end)."""
+        self._hung_listings[repo_id] = trickle
+
+    def corrupt(self, repo_id: str, path: str, *nth: int) -> None:
+        """The ``nth`` downloads (GET, counted from 0) of the file get one
+        byte flipped (same length)."""
+        self._corrupt[(repo_id, path)] = set(nth)
+
+    def hold_downloads(self, n: int) -> None:
+        """Every download waits (up to 60 s) until ``n`` downloads are in
+        flight at once before it sends its body."""
+        self._hold = n
+
+    def throttle(self, piece: int, delay: float) -> None:
+        """Send file bodies ``piece`` bytes at a time, ``delay`` seconds
+        apart."""
+        self._throttle = (piece, delay)
 
     @property
     def endpoint(self) -> str:
@@ -154,36 +222,112 @@ class FakeHub:
             return self._error(h, 404, 'EntryNotFound',
                                f'{name} does not exist', repo_id)
         data = self.repos[repo_id][name]
+        key = (repo_id, name)
+        with self._lock:
+            answered = self._answered.get(key, 0)
+            self._answered[key] = answered + 1
+            nth_get = self._gets.get(key, 0)
+            if not head:
+                self._gets[key] = nth_get + 1
         start = 0
         rng = re.fullmatch(r'bytes=(\d+)-', h.headers.get('Range') or '')
         if rng and not head:
             start = int(rng.group(1))
-        h.send_response(206 if start else 200)
-        h.send_header('X-Repo-Commit', self.commits[repo_id])
-        h.send_header('ETag', f'"{hashlib.sha256(data).hexdigest()}"')
-        h.send_header('Accept-Ranges', 'bytes')
-        h.send_header('Content-Length', str(len(data) - start))
+        headers = {
+            'X-Repo-Commit': self.commits[repo_id],
+            'ETag': f'"{hashlib.sha256(data).hexdigest()}"',
+            'Accept-Ranges': 'bytes',
+            'Content-Length': str(len(data) - start),
+        }
         if start:
-            h.send_header('Content-Range',
-                          f'bytes {start}-{len(data) - 1}/{len(data)}')
+            headers['Content-Range'] = \
+                f'bytes {start}-{len(data) - 1}/{len(data)}'
+        after, override = self._overrides.get(key, (0, {}))
+        if answered >= after:
+            headers.update(override)
+        oversize = key in self._oversize and not head
+        if oversize:
+            h.protocol_version = 'HTTP/1.1'
+            del headers['Content-Length']
+            headers['Transfer-Encoding'] = 'chunked'
+        h.send_response(206 if start else 200)
+        for k, v in headers.items():
+            h.send_header(k, v)
         h.end_headers()
         if head:
             return
-        stall = self._stalls.pop((repo_id, name), None)
-        if stall is not None:
-            h.wfile.write(data[start:start + stall])
-            h.wfile.flush()
-            self.stalled.set()
-            self._closing.wait()
-            h.close_connection = True
+        if nth_get in self._corrupt.get(key, ()):
+            data = data[:-1] + bytes([data[-1] ^ 0xFF])
+        self._wait_for_company()
+        try:
+            if oversize:
+                return self._send_oversize(h, data, self._oversize[key])
+            if key in self._trickles:
+                return self._drip(h, data[start:], self._trickles[key])
+            stall = self._stalls.pop(key, None)
+            if stall is not None:
+                h.wfile.write(data[start:start + stall])
+                h.wfile.flush()
+                self.stalled.set()
+                self._closing.wait()
+                h.close_connection = True
+                return
+            drop = self._drops.pop(key, None)
+            if drop is not None:
+                h.wfile.write(data[start:start + drop])
+                h.wfile.flush()
+                h.close_connection = True
+                return
+            self._send_body(h, data[start:])
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+
+    def _wait_for_company(self) -> None:
+        with self._cond:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._in_flight >= self._hold,
+                                timeout=60)
+
+    def _send_body(self, h, body: bytes) -> None:
+        if self._throttle is None:
+            h.wfile.write(body)
             return
-        drop = self._drops.pop((repo_id, name), None)
-        if drop is not None:
-            h.wfile.write(data[start:start + drop])
+        piece, delay = self._throttle
+        for i in range(0, len(body), piece):
+            h.wfile.write(body[i:i + piece])
             h.wfile.flush()
-            h.close_connection = True
-            return
-        h.wfile.write(data[start:])
+            time.sleep(delay)
+
+    def _send_oversize(self, h, data: bytes, extra: Optional[int]) -> None:
+        h.close_connection = True
+        self.oversize_sent = 0
+        filler = b'\0' * (64 << 10)
+        try:
+            h.wfile.write(b'%x\r\n%s\r\n' % (len(data), data))
+            self.oversize_sent = len(data)
+            while (extra is None or self.oversize_sent - len(data) < extra) \
+                    and not self._closing.is_set():
+                n = len(filler) if extra is None else min(
+                    len(filler), extra - (self.oversize_sent - len(data)))
+                h.wfile.write(b'%x\r\n%s\r\n' % (n, filler[:n]))
+                self.oversize_sent += n
+            h.wfile.write(b'0\r\n\r\n')
+        except OSError:  # the client closed the connection
+            pass
+
+    def _drip(self, h, body: bytes, interval: float) -> None:
+        h.close_connection = True
+        try:
+            for i in range(len(body)):
+                h.wfile.write(body[i:i + 1])
+                h.wfile.flush()
+                if self._closing.wait(interval):
+                    return
+        except OSError:  # the client closed the connection
+            pass
 
     def _refused(self, h, repo_id: str) -> bool:
         token = self.tokens.get(repo_id)
@@ -192,6 +336,14 @@ class FakeHub:
             or h.headers.get('Authorization') != f'Bearer {token}')
 
     def _listing(self, h, repo_id: str) -> None:
+        if repo_id in self._hung_listings:
+            interval = self._hung_listings[repo_id]
+            if interval is None:
+                self._closing.wait()
+            else:
+                self._drip(h, b'HTTP/1.1 200 OK\r\n' * 10000, interval)
+            h.close_connection = True
+            return
         if self._refused(h, repo_id):
             return self._error(h, 401, 'GatedRepo',
                                f'Access to model {repo_id} is restricted.',
