@@ -53,7 +53,8 @@ from .cpu_kernels_build import source_digest
 
 __all__ = ['cpu_kernel', 'kernel_available', 'cpu_kernels_path', 'load_library', 'rms_norm',
            'rms_norm_fits', 'rope_bf16', 'rope_fits', 'strided_like',
-           'plain_cpu_inference', 'kernel_route', 'pytorch_ops_only']
+           'plain_cpu_inference', 'kernel_route', 'pytorch_ops_only',
+           'openmp_runtimes']
 
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 _I64P = ctypes.POINTER(ctypes.c_int64)
@@ -312,7 +313,7 @@ def load_library(path: str,
             "than the csrc/ beside it; PyTorch's ops run instead "
             f'({_REBUILD}).', logger='current', level=30)
         return None
-    runtimes = _openmp_runtimes()
+    runtimes = openmp_runtimes()
     if len(runtimes) > 1:
         print_log(
             'Two OpenMP runtimes in this process after loading the CPU '
@@ -345,7 +346,7 @@ def _untrusted(path: str, reference: str) -> Optional[str]:
     return None
 
 
-def _openmp_runtimes() -> list:
+def openmp_runtimes() -> list:
     """The OpenMP runtime libraries mapped into this process (Linux; empty
     elsewhere)."""
     try:
