@@ -417,7 +417,9 @@ _LOGGED_AUTO: set = set()
 
 def auto_dtype(device: Union[str, torch.device]) -> torch.dtype:
     """bf16 where the hardware computes it natively (a CPU with AVX512_BF16
-    or AMX-BF16, a CUDA GPU with bf16 support), else float32: there bf16
+    or AMX-BF16, an ARM CPU with BF16: see
+    :func:`sapiens_mm.utils.cpu_features.cpu_has_native_bf16`; a CUDA GPU
+    with bf16 support), else float32: there bf16
     matmuls are emulated and slower than float32 (about 4x on an AVX2
     CPU)."""
     from sapiens_mm.utils.cpu_features import cpu_has_native_bf16
