@@ -145,3 +145,31 @@ def test_cache_folders_are_never_consulted(tmp_path):
     assert used == 'True'
     assert Path(path).parent == Path(cpu_kernels.__file__).parent
     assert not marker.exists()
+
+
+def test_missing_library_runs_pytorchs_ops_and_says_so_once(tmp_path):
+    """No library (installed without a compiler, a checkout not built) on
+    a CPU that could run it: attention runs PyTorch's kernel with its
+    values, and the log says once how to build the kernels."""
+    code = textwrap.dedent(f'''
+        import torch
+        import torch.nn.functional as F
+        from sapiens_mm.utils import cpu_kernels, sdpa
+        cpu_kernels.cpu_kernels_path = lambda: {str(tmp_path / 'none.so')!r}
+        q = torch.randn(1, 2, 24, 64)
+        with torch.inference_mode():
+            for _ in range(3):
+                out = sdpa.scaled_dot_product_attention(q, q, q)
+        assert torch.equal(out, F.scaled_dot_product_attention(q, q, q))
+        print(cpu_kernels.cpu_kernel('sapiens_attention_f32'))
+        ''')
+    proc = subprocess.run([sys.executable, '-c', code], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == 'None'
+    log = proc.stdout + proc.stderr
+    if cpu_kernels.cpu_kernels_supported():
+        assert log.count('The CPU kernels are not built') == 1
+        assert 'pip install -e .' in log
+    else:
+        assert log.count("lacks the C kernels' instructions") == 1
