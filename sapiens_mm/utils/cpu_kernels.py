@@ -51,7 +51,8 @@ from mmengine.logging import print_log
 from .cpu_features import CPU_KERNEL_FEATURES, cpu_kernels_supported
 from .cpu_kernels_build import source_digest
 
-__all__ = ['cpu_kernel', 'kernel_available', 'cpu_kernels_path', 'load_library', 'rms_norm',
+__all__ = ['cpu_kernel', 'kernel_available', 'cpu_kernels_path',
+           'load_library', 'rms_norm',
            'rms_norm_fits', 'rope_bf16', 'rope_fits', 'strided_like',
            'plain_cpu_inference', 'kernel_route', 'pytorch_ops_only',
            'openmp_runtimes']

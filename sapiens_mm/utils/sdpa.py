@@ -228,7 +228,8 @@ def _cpu_attention_op(q: torch.Tensor, k: torch.Tensor,
 
 
 @_cpu_attention_op.register_fake
-def _cpu_attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _cpu_attention_fake(q: torch.Tensor, k: torch.Tensor,
+                        v: torch.Tensor) -> torch.Tensor:
     return _attention_output(q)
 
 

@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from sapiens_mm.apis.inference import auto_dtype, resolve_device_and_dtype
-from sapiens_mm.utils import cpu_features
 
 
 @pytest.mark.parametrize('caps, want', [
