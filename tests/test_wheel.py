@@ -85,13 +85,14 @@ def test_installed_package_is_the_wheel(installed):
         print(cfg.model.backbone.arch, cfg.data_mode)
         from sapiens_mm.zoo.cards import find_card, model_index_path
         print(model_index_path(), find_card('sapiens2-pose-0.4b').config)
-        from sapiens_mm.utils.cpu_features import cpu_flags
-        from sapiens_mm.utils.cpu_kernels import cpu_kernel
-        print('avx512_bf16' in cpu_flags(),
+        from sapiens_mm.utils.cpu_features import cpu_kernels_supported
+        from sapiens_mm.utils.cpu_kernels import cpu_kernel, cpu_kernels_path
+        print(cpu_kernels_supported(),
               cpu_kernel('sapiens_attention_f32') is not None)
-        ''')], work, dict(env, SAPIENS_MM_CACHE=str(work / 'cache'))
+        print(cpu_kernels_path())
+        ''')], work, env
                ).splitlines()
-    package, root, recognised, arch, registry, kernels = out[-6:]
+    package, root, recognised, arch, registry, kernels, library = out[-7:]
     assert Path(package).is_relative_to(env_dir)
     assert not Path(package).is_relative_to(ROOT)
     assert Path(root).is_relative_to(env_dir) and root.endswith(
@@ -105,10 +106,12 @@ def test_installed_package_is_the_wheel(installed):
     assert Path(index) == Path(root).parent / 'model-index.yml'
     assert Path(card_config) == Path(root) / \
         'sapiens2/pose/sapiens2_0.4b-goliath-1024x768.py'
-    # the C kernels build from the sources and headers the wheel ships
-    # (into a fresh cache) wherever the CPU has the instructions
+    # the wheel carries the C kernels, built from the sources it ships
+    # (the loader checks their digest): they run wherever the CPU has the
+    # instructions
     has_bf16, built = kernels.split()
     assert built == has_bf16
+    assert Path(library).is_relative_to(Path(package).parent)
 
 
 def test_cli_help_and_tiny_inference(installed):

@@ -35,9 +35,26 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   fi
 fi
 
+# The emulated AVX2-only CPU test (tests/test_emulated_cpu.py) runs the package
+# under Debian's user-mode QEMU (qemu-x86_64 -cpu Haswell): install it when
+# missing (as root with apt-get, e.g. CI; otherwise say how).
+if ! command -v qemu-x86_64 >/dev/null 2>&1; then
+  if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    log "installing qemu-user (apt-get) for the emulated-CPU test"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user >/dev/null
+  else
+    log "warning: qemu-x86_64 missing; tests/test_emulated_cpu.py will skip." \
+        "Install it with: sudo apt-get install -y qemu-user" >&2
+  fi
+fi
+
+# The CPU kernels' sources are inputs too: the editable install builds them
+# in place (setup.py), and a library older than its sources is not used.
 stamp_inputs() {
   cat "$ROOT/requirements.txt" "$ROOT/requirements-test.txt" \
       "$ROOT/requirements-docs.txt" "$ROOT/setup.py" "$ROOT/tools/setup_env.sh" \
+      "$ROOT"/sapiens_mm/utils/csrc/*.[ch] \
       | sha256sum | cut -d' ' -f1
 }
 STAMP="$VENV/.sapiens_mm_stamp"

@@ -44,6 +44,7 @@ from sapiens_mm.tasks import (
     task_of_config,
 )
 from sapiens_mm.utils.cpu_allocator import keep_freed_memory
+from sapiens_mm.utils.cpu_features import log_cpu_dtype_advice
 from sapiens_mm.utils.cpu_linear import pack_cpu_linears
 
 __all__ = [
@@ -402,6 +403,8 @@ def resolve_device_and_dtype(
                  else 'no native bf16: emulated bf16 would be slower') + ')',
                 logger='current')
     dtype = resolve_dtype(dtype)
+    if device.type == 'cpu':
+        log_cpu_dtype_advice(dtype)
     if dtype == torch.float16 and device.type == 'cpu':
         print_log('fp16 on CPU is slow and not more accurate; bf16 is the '
                   'usual reduced precision there.', logger='current',
@@ -414,7 +417,9 @@ _LOGGED_AUTO: set = set()
 
 def auto_dtype(device: Union[str, torch.device]) -> torch.dtype:
     """bf16 where the hardware computes it natively (a CPU with AVX512_BF16
-    or AMX-BF16, a CUDA GPU with bf16 support), else float32: there bf16
+    or AMX-BF16, an ARM CPU with BF16: see
+    :func:`sapiens_mm.utils.cpu_features.cpu_has_native_bf16`; a CUDA GPU
+    with bf16 support), else float32: there bf16
     matmuls are emulated and slower than float32 (about 4x on an AVX2
     CPU)."""
     from sapiens_mm.utils.cpu_features import cpu_has_native_bf16

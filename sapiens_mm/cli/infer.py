@@ -117,7 +117,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    '(default: %(default)s)')
     r.add_argument('--dtype', choices=('auto', 'fp32', 'bf16', 'fp16'),
                    default='auto', help='precision (autocast); auto: bf16 '
-                   'where the CPU (AVX512_BF16 / AMX) or GPU has native bf16, '
+                   'where the CPU (AVX512_BF16 / AMX, ARM BF16) or GPU has '
+                   'native bf16, '
                    'else fp32, logged once (default: %(default)s)')
     r.add_argument('--compile', action='store_true',
                    help='torch.compile the backbones (the first batch pays '

@@ -52,6 +52,7 @@ from sapiens_mm.apis.inference import (
 )
 from sapiens_mm.engine.fileio import atomic_path, atomic_write
 from sapiens_mm.tasks import MAP_TASKS, Task
+from sapiens_mm.utils.cpu_kernels import pytorch_ops_only
 
 from .metadata import INPUT_NAME, METADATA_VERSION, OUTPUT_NAMES, PT2_EXTRA
 from .safe_load import UnsafeModelError, config_to_data
@@ -369,7 +370,9 @@ def export_model(config: Union[str, Config],
     # Batch 2 as the example: torch.export specialises sizes 0 and 1.
     example = torch.zeros(2, 3, *size)
     batch = torch.export.Dim('batch', min=1, max=max_batch)
-    with torch.no_grad():
+    # standard ATen ops only: the files run without sapiens_mm (ONNX
+    # runtimes, the standalone .pt2 runner, other CPUs)
+    with torch.no_grad(), pytorch_ops_only():
         program = torch.export.export(module, (example, ),
                                       dynamic_shapes={'images': {
                                           0: batch

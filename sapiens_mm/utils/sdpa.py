@@ -3,18 +3,19 @@
 :func:`scaled_dot_product_attention` is what the Sapiens and Sapiens2
 attention modules call: ``F.scaled_dot_product_attention``'s signature and
 results, with faster CPU routes. For inference on a CPU with AVX512_BF16
-(bf16 or float32 q / k / v, head size 64, no mask, no dropout, no autograd,
-not inside ``torch.compile`` / export tracing) it runs a small C kernel
-(``csrc/attention.c``) that keeps each block
+(bf16 or float32 q / k / v, head size 64, no mask, no dropout, no autograd)
+it runs a small C kernel (``csrc/attention.c``) that keeps each block
 of scores in cache and computes both products with the CPU's bf16
 dot-product instruction or float32 FMAs. Measured on the Sapiens shapes
 (16 heads x 3072 tokens x 64, 2 threads, AMD EPYC): PyTorch's CPU flash
 kernel reaches about 0.35 of the bf16 GEMM rate and 0.7 of the float32 one,
 these kernels about 0.8 and 0.9 (``tools/analysis/attention_kernels.py``;
 the rest is the softmax's exponentials, on the FMA units the two products
-keep busy). The kernels are compiled on first use
-with the system C compiler into a per-user cache (about a second; see
-:mod:`sapiens_mm.utils.cpu_kernels`); without a compiler or the
+keep busy). The kernel is the custom op ``sapiens_mm::cpu_attention``
+(``torch.ops.sapiens_mm.cpu_attention(q, k, v)``), so ``torch.compile``
+and ``torch.export`` keep it in their graphs (outside
+:func:`sapiens_mm.utils.cpu_kernels.pytorch_ops_only`). It is built with
+the package (see :mod:`sapiens_mm.utils.cpu_kernels`); without it or the
 instructions, everything goes to PyTorch's kernel.
 
 PyTorch picks its own kernel per call: on a GPU cuDNN's fused attention,
@@ -38,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from mmengine.logging import print_log
 
-from .cpu_kernels import cpu_kernel, plain_cpu_inference
+from .cpu_kernels import cpu_kernel, kernel_available, kernel_route
 
 __all__ = ['SDPA_BACKENDS', 'SDPABackend', 'resolve_sdpa_backend',
            'sdpa_backend', 'scaled_dot_product_attention',
@@ -152,21 +153,21 @@ def scaled_dot_product_attention(query: torch.Tensor,
     if (_BACKEND.get() == 'auto' and attn_mask is None and not dropout_p
             and not is_causal and (scale is None or scale == 0.125)
             and _fits_cpu_kernel(query, key, value, enable_gqa)):
-        out = cpu_attention(query, key, value)
-        if out is not None:
-            return out
+        return torch.ops.sapiens_mm.cpu_attention(query, key, value)
     return F.scaled_dot_product_attention(
         query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
         is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
 def _fits_cpu_kernel(q, k, v, enable_gqa: bool) -> bool:
-    """Whether a C kernel computes this call: plain CPU tensors of one
-    dtype that has a kernel (no fake / functional tensors, no tracing, no
-    autograd), (B, heads, N, 64) with a contiguous last dim, self-attention
-    sizes."""
+    """Whether a C kernel computes this call: CPU tensors of one dtype
+    that has a kernel on this machine, on the kernels' route
+    (:func:`~sapiens_mm.utils.cpu_kernels.kernel_route`: no autograd, no
+    TorchScript / ONNX tracing), (B, heads, N, 64) with a contiguous last
+    dim, self-attention sizes."""
     if not (q.dtype in _KERNELS and q.dtype == k.dtype == v.dtype
-            and plain_cpu_inference(q, k, v)
+            and kernel_route(q, k, v)
+            and kernel_available(_KERNELS[q.dtype])
             and all(t.dim() == 4 and t.shape[-1] == 64 and t.stride(-1) == 1
                     for t in (q, k, v))):
         return False
@@ -199,7 +200,7 @@ def cpu_attention(q: torch.Tensor, k: torch.Tensor,
     if fn is None:
         return None
     b, heads, n, d = q.shape
-    out = torch.empty(b, n, heads, d, dtype=q.dtype).transpose(1, 2)
+    out = _attention_output(q)
 
     def strides(t):
         return (ctypes.c_int64 * 3)(*t.stride()[:3])
@@ -210,10 +211,38 @@ def cpu_attention(q: torch.Tensor, k: torch.Tensor,
     return out if rc == 0 else None
 
 
+@torch.library.custom_op('sapiens_mm::cpu_attention', mutates_args=(),
+                         device_types='cpu')
+def _cpu_attention_op(q: torch.Tensor, k: torch.Tensor,
+                      v: torch.Tensor) -> torch.Tensor:
+    """``sapiens_mm::cpu_attention``: :func:`cpu_attention` as a PyTorch
+    op, in the kernel's output layout. Where the kernel cannot run (a graph
+    recorded on another machine, memory exhausted) PyTorch's SDPA computes
+    it."""
+    out = cpu_attention(q, k, v)
+    if out is None:
+        out = _attention_output(q)
+        out.copy_(F.scaled_dot_product_attention(
+            q, k, v, enable_gqa=k.shape[1] != q.shape[1]))
+    return out
+
+
+@_cpu_attention_op.register_fake
+def _cpu_attention_fake(q: torch.Tensor, k: torch.Tensor,
+                        v: torch.Tensor) -> torch.Tensor:
+    return _attention_output(q)
+
+
+def _attention_output(q: torch.Tensor) -> torch.Tensor:
+    """An empty (B, heads, N, 64) output like q's: a view of a (B, N,
+    heads, 64) tensor, the kernel's layout."""
+    b, heads, n, d = q.shape
+    return q.new_empty(b, n, heads, d).transpose(1, 2)
+
+
 def cpu_attention_available(dtype: torch.dtype = torch.bfloat16) -> bool:
     """Whether this machine runs :func:`cpu_attention` for ``dtype``: a CPU
-    with AVX512_BF16 and a C compiler that built the kernels (once,
-    cached)."""
+    with AVX512_BF16 and the kernels built with the package."""
     return dtype in _KERNELS and cpu_kernel(_KERNELS[dtype]) is not None
 
 

@@ -1,6 +1,7 @@
 """tools/analysis/attention_kernels.py on small sizes: every route is timed
 and each attention route's error against float64 is printed, small for the
 exact kernels."""
+import os
 import re
 
 import pytest
@@ -44,3 +45,21 @@ def test_malloc_kept_as_in_inference(monkeypatch):
     assert tool.main(['--tokens', '16', '--heads', '1', '--ffn', '64',
                       '--rounds', '1', '--min-time', '0']) == 0
     assert calls == [1]
+
+
+@pytest.mark.slow  # three Python processes
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
+                    reason='needs two CPUs')
+def test_pinned_pair_mode(capsys):
+    """--pinned-pair: a round of one pinned process alone and two at once;
+    each child runs one thread (PyTorch's count follows the affinity of one
+    core) and the ratio is printed."""
+    assert tool.main(['--pinned-pair', '--rounds', '1', '--min-time', '0.05',
+                      '--tokens', '32', '--heads', '1']) == 0
+    out = capsys.readouterr().out.splitlines()
+    row = out[2].split()
+    assert row[0] == '1' and row[4] == '1/1/1'
+    alone, first, second, ratio = (float(row[i]) for i in (1, 2, 3, 5))
+    assert min(alone, first, second) > 0
+    assert ratio == pytest.approx((first + second) / 2 / alone, abs=0.01)
+    assert out[3].startswith('pair / alone: median ')

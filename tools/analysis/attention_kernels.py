@@ -4,6 +4,7 @@
     python tools/analysis/attention_kernels.py --dtype fp32 --rounds 7
     python tools/analysis/attention_kernels.py --kv-heads 8     # Sapiens2 GQA
     python tools/analysis/attention_kernels.py --with-compile   # + Inductor
+    python tools/analysis/attention_kernels.py --pinned-pair    # 2 processes
 
 Times, in interleaved rounds (one timing of each candidate per round, so
 that load from other jobs hits all alike), the GEMMs of one encoder layer
@@ -20,9 +21,22 @@ reference. ``malloc`` keeps freed memory as in CPU inference
 (:func:`sapiens_mm.utils.cpu_allocator.keep_freed_memory`, set by
 ``init_model`` and the benchmark): each call's output and scratch buffers
 reuse memory instead of faulting fresh pages in, as they do in the models.
+
+``--pinned-pair`` measures instead how the attention kernel shares the
+machine: in interleaved rounds, one process pinned to one core (``taskset
+-c``) alone, then two processes pinned to two cores at once, each calling
+the kernel (the package's CPU kernel where it runs, else PyTorch's) for
+``--min-time`` seconds after a common start. It prints each process's
+rate, its thread count (PyTorch's, which follows the affinity) and the
+ratio of the pair's mean rate to the lone process's: a kernel whose
+threads follow ``torch.get_num_threads()`` and the process's CPU affinity,
+with no threads of its own, keeps it near 1 (target >= 0.9).
 """
 import argparse
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 
@@ -62,6 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--threads', type=int, default=None)
     p.add_argument('--with-compile', action='store_true',
                    help='also Inductor routes (compiles first: ~1 min)')
+    p.add_argument('--pinned-pair', action='store_true',
+                   help='instead: the attention kernel\'s rate in two '
+                   'processes pinned to one core each (taskset -c) against '
+                   'one such process alone; prints the ratio (target >= '
+                   '0.9)')
+    p.add_argument('--cpus', default=None,
+                   help='--pinned-pair: the two CPUs, e.g. 0,1 (default: '
+                   'the first two this process may run on)')
+    p.add_argument('--pinned-child', action='store_true',
+                   help=argparse.SUPPRESS)  # one process of --pinned-pair
     return p
 
 
@@ -76,8 +100,134 @@ def timed(fn, min_time: float) -> float:
             return elapsed / n
 
 
+def attention_inputs(args, dtype):
+    """Unit-normal q, k, v of the requested sizes (seeded)."""
+    n, h, d = args.tokens, args.heads, args.head_dims
+    kvh = args.kv_heads or h
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, h, n, d, generator=gen).to(dtype)
+    k = torch.randn(1, kvh, n, d, generator=gen).to(dtype)
+    v = torch.randn(1, kvh, n, d, generator=gen).to(dtype)
+    return q, k, v
+
+
+def attention_route(args, dtype):
+    """``(name, fn of q, k, v)``: the package's CPU kernel where it runs
+    these sizes, else PyTorch's SDPA."""
+    if args.head_dims == 64 and cpu_attention_available(dtype):
+        return f'{args.dtype} CPU kernel (sapiens_mm)', cpu_attention
+    gqa = (args.kv_heads or args.heads) != args.heads
+    return 'F.scaled_dot_product_attention', (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                       enable_gqa=gqa))
+
+
+def pinned_child(args) -> int:
+    """One process of ``--pinned-pair``: warms up, prints ``ready``, waits
+    for a line on stdin, then prints ``rate <calls/s> <threads>`` (other
+    lines, e.g. the log, are ignored by the parent)."""
+    keep_freed_memory()
+    dtype = DTYPES[args.dtype]
+    q, k, v = attention_inputs(args, dtype)
+    _, fn = attention_route(args, dtype)
+    with torch.inference_mode():
+        fn(q, k, v)
+        print('ready', flush=True)
+        sys.stdin.readline()
+        seconds = timed(lambda: fn(q, k, v), args.min_time)
+    print(f'rate {1.0 / seconds} {torch.get_num_threads()}', flush=True)
+    return 0
+
+
+def run_pinned(args, cpus) -> list:
+    """Start one child per CPU of ``cpus`` (each pinned to it), start them
+    together, and return their ``(calls/s, threads)``."""
+    argv = [sys.executable, os.path.abspath(__file__), '--pinned-child',
+            '--dtype', args.dtype, '--tokens', str(args.tokens), '--heads',
+            str(args.heads), '--head-dims', str(args.head_dims),
+            '--min-time', str(args.min_time)]
+    if args.kv_heads:
+        argv += ['--kv-heads', str(args.kv_heads)]
+    env = {k: v for k, v in os.environ.items()
+           if k not in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS')}
+    taskset = shutil.which('taskset')
+    procs = []
+    for cpu in cpus:
+        if taskset:
+            cmd, pre = [taskset, '-c', str(cpu)] + argv, None
+        else:
+            cmd, pre = argv, (lambda c=cpu: os.sched_setaffinity(0, {c}))
+        procs.append(subprocess.Popen(cmd, stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True,
+                                      env=env, preexec_fn=pre))
+    try:
+        for proc in procs:
+            _tagged_line(proc, 'ready')
+        for proc in procs:
+            proc.stdin.write('go\n')
+            proc.stdin.flush()
+        results = []
+        for proc in procs:
+            rate, threads = _tagged_line(proc, 'rate')
+            results.append((float(rate), int(threads)))
+            if proc.wait(timeout=60):
+                raise RuntimeError('a pinned process failed')
+        return results
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def _tagged_line(proc, tag: str) -> list:
+    """The words after ``tag`` of the next line of ``proc``'s output that
+    starts with it."""
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f'a pinned process ended before {tag!r}')
+        words = line.split()
+        if words and words[0] == tag:
+            return words[1:]
+
+
+def pinned_pair(args) -> int:
+    """``--pinned-pair``: see the module docstring."""
+    if args.cpus:
+        cpus = [int(c) for c in args.cpus.split(',')]
+    else:
+        cpus = sorted(os.sched_getaffinity(0))[:2]
+    if len(cpus) != 2:
+        print('--pinned-pair needs two CPUs (this process may run on '
+              f'{sorted(os.sched_getaffinity(0))})', file=sys.stderr)
+        return 2
+    name, _ = attention_route(args, DTYPES[args.dtype])
+    print(f'{name}; {args.heads} heads ({args.kv_heads or args.heads} K/V) '
+          f'x {args.tokens} tokens x {args.head_dims}; CPUs {cpus[0]} and '
+          f'{cpus[1]}; {args.rounds} rounds of >= {args.min_time} s')
+    print(f'{"round":>5} {"alone calls/s":>14} {"pair calls/s":>22} '
+          f'{"threads":>8} {"pair / alone":>13}')
+    ratios = []
+    for r in range(args.rounds):
+        (alone, threads), = run_pinned(args, cpus[:1])
+        pair = run_pinned(args, cpus)
+        mean = statistics.mean(rate for rate, _ in pair)
+        ratios.append(mean / alone)
+        counts = '/'.join(str(t) for t in [threads] + [t for _, t in pair])
+        print(f'{r + 1:>5} {alone:>14.2f} {pair[0][0]:>10.2f} '
+              f'{pair[1][0]:>11.2f} {counts:>8} {ratios[-1]:>13.2f}')
+    print(f'pair / alone: median {statistics.median(ratios):.2f}, min '
+          f'{min(ratios):.2f} (target >= 0.9)')
+    return 0
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.pinned_child:
+        return pinned_child(args)
+    if args.pinned_pair:
+        return pinned_pair(args)
     keep_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -85,10 +235,8 @@ def main(argv=None) -> int:
     n, h, d = args.tokens, args.heads, args.head_dims
     kvh = args.kv_heads or h
     c = h * d
-    gen = torch.Generator().manual_seed(0)
-    q = torch.randn(1, h, n, d, generator=gen).to(dtype)
-    k = torch.randn(1, kvh, n, d, generator=gen).to(dtype)
-    v = torch.randn(1, kvh, n, d, generator=gen).to(dtype)
+    q, k, v = attention_inputs(args, dtype)
+    gen = torch.Generator().manual_seed(1)
     gqa = kvh != h
     att_flops = 4 * h * n * n * d
     gemms = [(n, c, c + 2 * kvh * d), (n, c, c), (n, c, args.ffn),
@@ -114,9 +262,9 @@ def main(argv=None) -> int:
             lambda: q @ k.repeat_interleave(h // kvh, 1).transpose(-1, -2),
             att_flops // 2),
     }
-    if d == 64 and cpu_attention_available(dtype):
-        cands[f'{args.dtype} CPU kernel (sapiens_mm)'] = (
-            lambda: cpu_attention(q, k, v), att_flops)
+    kernel, fn = attention_route(args, dtype)
+    if fn is cpu_attention:
+        cands[kernel] = (lambda: cpu_attention(q, k, v), att_flops)
     else:
         print(f'{args.dtype} CPU kernel: not available on this machine '
               '(AVX512_BF16 / C compiler / head size 64)')

@@ -16,7 +16,12 @@ import torch
 import torch.nn as nn
 
 from sapiens_mm.tasks import ROPE_DTYPES
-from sapiens_mm.utils.cpu_kernels import rope_bf16
+from sapiens_mm.utils.cpu_kernels import (
+    kernel_route,
+    rope_bf16,
+    rope_fits,
+    strided_like,
+)
 
 __all__ = ['RopePositionEmbedding', 'apply_rope', 'ROPE_DTYPES']
 
@@ -142,13 +147,16 @@ def apply_rope(q: torch.Tensor, k: torch.Tensor,
     rounded to the RoPE dtype, the rotation ``x cos + rotate_half(x) sin``
     runs in the RoPE dtype, and the result goes back to q's / k's dtype.
 
-    Three routes give the same bits. Without autograd and outside tracing
-    (inference), a C kernel rotates each row in one pass on CPUs with
-    AVX512_BF16 (:func:`sapiens_mm.utils.cpu_kernels.rope_bf16`), and
-    elsewhere native ops in the RoPE dtype write both halves of the
+    Three routes give the same bits. Without autograd (inference, also
+    under ``torch.compile`` and ``torch.export``), a C kernel rotates each
+    row in one pass on CPUs with AVX512_BF16 (the custom op
+    ``sapiens_mm::cpu_rope``,
+    :func:`sapiens_mm.utils.cpu_kernels.rope_bf16`). Elsewhere, outside
+    tracing, native ops in the RoPE dtype write both halves of the
     rotation straight into the output (no float32 round trips, no
-    concatenations). Otherwise (training, ``torch.export`` / ONNX tracing)
-    the arithmetic is float32 with a rounding after each op, which
+    concatenations). Otherwise (training, tracing,
+    :func:`~sapiens_mm.utils.cpu_kernels.pytorch_ops_only` exports) the
+    arithmetic is float32 with a rounding after each op, which
     differentiates and exports to float-only runtimes (see
     :func:`_rounding`).
 
@@ -165,21 +173,46 @@ def apply_rope(q: torch.Tensor, k: torch.Tensor,
     if prefix < 0:
         raise ValueError(f'RoPE tables cover {rope[0].shape[-2]} tokens but '
                          f'the sequence has only {q.shape[-2]}.')
-    if _traced_or_differentiated(q, k, *rope):
-        return _rotate_float(q, rope, prefix), _rotate_float(k, rope, prefix)
     sin, cos = rope
     # On a CPU with AVX512_BF16: one pass of a C kernel, the same bits.
-    q_out = rope_bf16(q, sin, cos, prefix)
-    k_out = rope_bf16(k, sin, cos, prefix) if q_out is not None else None
-    if k_out is not None:
-        return q_out, k_out
-    half = sin.shape[-1] // 2
-    # rotate_half(t) * sin == (-t2 * s1 | t1 * s2): t * (s2 | s1) ==
-    # (t1 * s2 | t2 * s1) holds both products, each rounded once as in the
-    # official op.
-    sin_swapped = torch.cat((sin[..., half:], sin[..., :half]), dim=-1)
+    if (kernel_route(q, k, sin, cos) and rope_fits(q, sin, cos, prefix)
+            and rope_fits(k, sin, cos, prefix)):
+        return (torch.ops.sapiens_mm.cpu_rope(q, sin, cos, prefix),
+                torch.ops.sapiens_mm.cpu_rope(k, sin, cos, prefix))
+    if _traced_or_differentiated(q, k, *rope):
+        return _rotate_float(q, rope, prefix), _rotate_float(k, rope, prefix)
+    sin_swapped = _swap_halves(sin)
     return (_rotate_native(q, sin_swapped, cos, prefix),
             _rotate_native(k, sin_swapped, cos, prefix))
+
+
+def _swap_halves(sin: torch.Tensor) -> torch.Tensor:
+    """``(s2 | s1)`` of ``sin = (s1 | s2)``: rotate_half(t) * sin ==
+    (-t2 * s1 | t1 * s2), and t * (s2 | s1) == (t1 * s2 | t2 * s1) holds
+    both products, each rounded once as in the official op."""
+    half = sin.shape[-1] // 2
+    return torch.cat((sin[..., half:], sin[..., :half]), dim=-1)
+
+
+@torch.library.custom_op('sapiens_mm::cpu_rope', mutates_args=(),
+                         device_types='cpu')
+def _cpu_rope_op(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor,
+                 prefix: int) -> torch.Tensor:
+    """``sapiens_mm::cpu_rope``: the bf16 rotation of the tokens after
+    ``prefix`` by the C kernel, in x's dtype and memory order. Where the
+    kernel cannot run (a graph recorded on another machine) the native
+    ops compute the same bits."""
+    out = rope_bf16(x, sin, cos, prefix)
+    if out is None:
+        out = strided_like(x)
+        out.copy_(_rotate_native(x, _swap_halves(sin), cos, prefix))
+    return out
+
+
+@_cpu_rope_op.register_fake
+def _cpu_rope_fake(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor,
+                   prefix: int) -> torch.Tensor:
+    return strided_like(x)
 
 
 def _traced_or_differentiated(*tensors: torch.Tensor) -> bool:

@@ -16,12 +16,12 @@
  * probabilities rounded to bf16 before the second product as PyTorch's CPU
  * flash kernel does; float32: FMAs, the probabilities kept in float32.
  *
- * Plain C with pthreads (parallel.h), no PyTorch headers: it builds in
- * about a second and is called through ctypes (which releases the GIL).
+ * Plain C on PyTorch's OpenMP threads (parallel.h), no PyTorch headers: it
+ * builds in about a second and is called through ctypes (which releases
+ * the GIL).
  */
 #include <immintrin.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,16 +327,18 @@ static int attention(const void *q, const void *k, const void *v, void *o,
     a.kpack = aligned_alloc(64, (bytes + 63) / 64 * 64);
     a.vpack = aligned_alloc(64, (bytes + 63) / 64 * 64);
     int rc = -1;
-    if (a.kpack && a.vpack && run_parallel(pack_worker, &a, nthreads) == 0)
-        rc = run_parallel(attend_worker, &a, nthreads) == 0 && !a.failed
-                 ? 0
-                 : -1;
+    nthreads = nthreads < 1 ? 1 : nthreads;
+    if (a.kpack && a.vpack) {
+        run_parallel(pack_worker, &a, nthreads, nthreads);
+        run_parallel(attend_worker, &a, nthreads, nthreads);
+        rc = a.failed ? -1 : 0;
+    }
     free(a.kpack);
     free(a.vpack);
     return rc;
 }
 
-/* Both return 0 on success, -1 when memory or threads ran out. Tensors are
+/* Both return 0 on success, -1 when memory ran out. Tensors are
  * (batch, heads, n, 64) with any strides on dims 0-2 and a unit stride on
  * the last; k / v have kv_heads heads and n keys. */
 int sapiens_attention_bf16(const bf16 *q, const bf16 *k, const bf16 *v,

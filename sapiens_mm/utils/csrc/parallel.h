@@ -1,51 +1,52 @@
 /*
- * Fork-join over pthreads for the CPU kernels: run fn for job ids
- * 0 .. nthreads - 1, id 0 on the calling thread.
+ * Parallel loops of the CPU kernels, on PyTorch's intra-op thread pool.
+ *
+ * The kernels are compiled with -fopenmp and linked against the GNU OpenMP
+ * runtime by its soname (libgomp.so.1), the runtime PyTorch's Linux builds
+ * load (torch/lib/libgomp.so.1) and run their own parallel loops and MKL's
+ * and oneDNN's GEMMs on. A process holds one library per soname, so the
+ * kernels' parallel regions run on the worker threads the GEMMs before them
+ * ran on: the number PyTorch uses (torch.get_num_threads(), passed by the
+ * caller, as at::parallel_for takes it), where OMP_PROC_BIND and the
+ * process's CPU affinity put them, and no second set of threads competes
+ * with OpenMP workers still spinning after the last GEMM.
  */
 #ifndef SAPIENS_MM_PARALLEL_H
 #define SAPIENS_MM_PARALLEL_H
 
-#include <pthread.h>
-
-#define SAPIENS_MAX_THREADS 256
+#include <omp.h>
 
 typedef struct {
     void *args;
-    int id;
-    int nthreads;
+    int id;       /* this job, 0 .. njobs - 1 */
+    int nthreads; /* the number of jobs */
 } ParallelJob;
 
-/* Clamp a thread count to [1, SAPIENS_MAX_THREADS]. */
-static inline int clamp_threads(int n) {
-    return n < 1 ? 1 : n > SAPIENS_MAX_THREADS ? SAPIENS_MAX_THREADS : n;
-}
-
-/* Returns 0 when every job ran, -1 when a thread could not be started
- * (the jobs that started have finished; the caller must not trust the
- * output). */
-static inline int run_parallel(void *(*fn)(void *), void *args,
-                               int nthreads) {
-    pthread_t th[SAPIENS_MAX_THREADS];
-    ParallelJob jobs[SAPIENS_MAX_THREADS];
-    nthreads = clamp_threads(nthreads);
-    int started = 0;
-    for (int i = 1; i < nthreads; i++) {
-        jobs[i].args = args;
-        jobs[i].id = i;
-        jobs[i].nthreads = nthreads;
-        if (pthread_create(&th[i], NULL, fn, &jobs[i]) != 0)
-            break;
-        started = i;
+/* Run fn for job ids 0 .. njobs - 1 on up to nthreads OpenMP threads (the
+ * calling thread is one of them): serially for one job or one thread, else
+ * in one parallel region whose team takes the jobs in turn (a job count
+ * that is not the team size still runs every job once). */
+static inline void run_parallel(void *(*fn)(void *), void *args, int njobs,
+                                int nthreads) {
+    if (njobs < 1)
+        return;
+    if (njobs == 1 || nthreads <= 1 || omp_in_parallel()) {
+        for (int i = 0; i < njobs; i++) {
+            ParallelJob job = {args, i, njobs};
+            fn(&job);
+        }
+        return;
     }
-    if (started == nthreads - 1) {
-        jobs[0].args = args;
-        jobs[0].id = 0;
-        jobs[0].nthreads = nthreads;
-        fn(&jobs[0]);
+    if (nthreads > njobs)
+        nthreads = njobs;
+#pragma omp parallel num_threads(nthreads)
+    {
+        int team = omp_get_num_threads();
+        for (int i = omp_get_thread_num(); i < njobs; i += team) {
+            ParallelJob job = {args, i, njobs};
+            fn(&job);
+        }
     }
-    for (int i = 1; i <= started; i++)
-        pthread_join(th[i], NULL);
-    return started == nthreads - 1 ? 0 : -1;
 }
 
 #endif

@@ -12,11 +12,11 @@
  *
  * One pass reads each row once and writes it once (PyTorch's composite
  * runs five element-wise kernels with float32 temporaries). Rows are split
- * over pthreads (parallel.h); plain C, called through ctypes.
+ * over PyTorch's OpenMP threads (parallel.h); plain C, called through
+ * ctypes.
  */
 #include <immintrin.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -83,8 +83,7 @@ static void *norm_worker(void *arg) {
     return NULL;
 }
 
-/* Returns 0 on success, -1 when threads could not be started (nothing
- * is then guaranteed about out). */
+/* Returns 0. */
 int sapiens_rms_norm(const void *x, const void *w, void *o,
                           int64_t rows, int64_t d, int64_t xs, int64_t os,
                           int x_f32, int w_f32, float eps, int nthreads) {
@@ -95,7 +94,8 @@ int sapiens_rms_norm(const void *x, const void *w, void *o,
     a.x_f32 = x_f32, a.w_f32 = w_f32, a.eps = eps;
     /* Threads only pay off on big tensors (about 64k channels each). */
     int64_t useful = rows * d / 65536;
-    if (useful < nthreads)
-        nthreads = useful < 1 ? 1 : (int)useful;
-    return run_parallel(norm_worker, &a, nthreads);
+    nthreads = nthreads < 1 ? 1 : nthreads;
+    int jobs = useful < nthreads ? (useful < 1 ? 1 : (int)useful) : nthreads;
+    run_parallel(norm_worker, &a, jobs, nthreads);
+    return 0;
 }

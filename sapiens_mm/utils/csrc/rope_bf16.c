@@ -15,10 +15,9 @@
  * written as bf16 or float32 (the input's dtype; bf16 values are exact in
  * float32).
  *
- * Plain C with pthreads (parallel.h), called through ctypes.
+ * Plain C on PyTorch's OpenMP threads (parallel.h), called through ctypes.
  */
 #include <immintrin.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -104,7 +103,7 @@ static void *rope_worker(void *arg) {
     return NULL;
 }
 
-/* Returns 0 on success, -1 when threads could not be started. x and o are
+/* Returns 0. x and o are
  * (batch, heads, n, d) with any strides on dims 0-2 and a unit stride on
  * the last; sin / cos are (n - prefix, d) bf16, contiguous; d is a
  * multiple of 32. */
@@ -121,7 +120,8 @@ int sapiens_rope_bf16(const void *x, void *o, const bf16 *sin,
     a.f32 = f32;
     /* Threads only pay off on big tensors (about 64k channels each). */
     int64_t useful = batch * heads * n * d / 65536;
-    if (useful < nthreads)
-        nthreads = useful < 1 ? 1 : (int)useful;
-    return run_parallel(rope_worker, &a, nthreads);
+    nthreads = nthreads < 1 ? 1 : nthreads;
+    int jobs = useful < nthreads ? (useful < 1 ? 1 : (int)useful) : nthreads;
+    run_parallel(rope_worker, &a, jobs, nthreads);
+    return 0;
 }
