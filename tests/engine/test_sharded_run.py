@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster_helpers import ROOT, run_env
+from cluster_helpers import ROOT, run_env, tree_snapshot
 from log_helpers import logged_warnings
+from tool_helpers import load_tool
 
 from sapiens_mm.engine.fileio import atomic_write
 from sapiens_mm.engine.sharded import (DoneIndex, ListedItem, Outcome,
@@ -403,6 +404,48 @@ def test_resume_removes_what_lost_ranks_left_half_written(tmp_path):
     run.start()
     assert {rel: (out / rel).exists() for rel in files} == files
     assert not (out / 'pose' / '.clip.tmpab_cd123').exists()
+
+
+def test_status_says_one_line_per_malformed_progress_file(tmp_path, capsys):
+    """tools/sharded_status.py on progress files that are not (a JSON list,
+    a missing field, a cut file, a wrong type): one line each naming the
+    file and what is wrong, never "None"; the valid ones are reported;
+    nothing is written."""
+    status = load_tool('sharded_status')
+    out = tmp_path / 'out'
+    folder = out / 'manifests'
+    folder.mkdir(parents=True)
+    bad = {'progress.rank00000.json': '[1, 2]',
+           'progress.rank00001.json': json.dumps({'rank': 1}),
+           'progress.rank00002.json': '{"run_id": "2026',
+           'progress.rank00003.json': json.dumps(_progress('r', 3, ok='7'))}
+    for name, text in bad.items():
+        (folder / name).write_text(text)
+    before = tree_snapshot(tmp_path)
+    assert status.main([str(out)]) == 2
+    err = capsys.readouterr()
+    lines = err.err.splitlines()
+    assert [ln.split(':')[0] for ln in lines] == [
+        str(folder / name) for name in sorted(bad)]
+    assert 'holds a JSON list, not an object' in lines[0]
+    assert 'has no "run_id"' in lines[1]
+    assert 'cannot be read as JSON' in lines[2]
+    assert '"ok" is \'7\'' in lines[3]
+    assert all('not a progress file of a sharded run' in ln and
+               ln.endswith('ignored.') for ln in lines)
+    assert 'None' not in err.out + err.err
+    assert tree_snapshot(tmp_path) == before
+    # beside a valid one: its state, and the problem lines
+    _write_progress(out, _progress('20260101T000000-abcdef', 4,
+                                   in_flight=['/data/q.png']))
+    before = tree_snapshot(tmp_path)
+    assert status.main([str(out)]) == 1
+    err = capsys.readouterr()
+    assert len(err.err.splitlines()) == 4 and 'None' not in err.out
+    assert err.out.splitlines()[-1] == (
+        'rank 4 (pid 4242 on nodeB) did not finish (killed or crashed) '
+        'while processing /data/q.png; 3 ok, 0 failed recorded')
+    assert tree_snapshot(tmp_path) == before
 
 
 #: Peak RSS growth allowed while 1,000,000 list entries are streamed,

@@ -283,3 +283,19 @@ def write_tiny_seg_checkpoint(tmp_path: Path, monkeypatch, n: int) -> tuple:
     ckpt = tmp_path / 'model.pth'
     torch.save({'state_dict': model.state_dict()}, str(ckpt))
     return cfg_path, ckpt
+
+
+def tree_snapshot(root: Path, skip: Sequence[Path] = ()) -> Dict[str, tuple]:
+    """``{relative path: (size, mtime_ns, mode)}`` of every file, link and
+    folder under ``root`` but those under ``skip``: equal before and after
+    a run when it changed nothing there."""
+    skipped = [Path(s) for s in skip]
+    found = {}
+    for path in sorted(Path(root).rglob('*')):
+        if any(path == s or s in path.parents for s in skipped):
+            continue
+        st = path.lstat()
+        found[str(path.relative_to(root))] = (
+            st.st_size if not path.is_dir() else 0, st.st_mtime_ns,
+            st.st_mode)
+    return found
