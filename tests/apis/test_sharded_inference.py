@@ -99,6 +99,17 @@ def _manifest(out: Path) -> dict:
     return {r['name']: (r['status'], sorted(r['outputs'])) for r in records}
 
 
+def _same_as_reference(out: Path, setup) -> None:
+    """``out`` holds the reference run's files (bytes for PNG / NPY / MP4,
+    values for JSON) and its manifest, each input once."""
+    ref = _outputs(setup['ref'])
+    got = _outputs(out)
+    assert sorted(got) == sorted(ref)
+    for k in ref:
+        assert got[k] == ref[k], k
+    assert _manifest(out) == _manifest(setup['ref'])
+
+
 def _launch(setup, out, nprocs, *extra, log):
     env = dict(run_env(setup['tmp']), PYTHON=sys.executable,
                PORT=str(free_port()))
@@ -172,12 +183,7 @@ def test_two_processes_write_what_one_writes(setup, tmp_path):
     out, log = tmp_path / 'two', tmp_path / 'two.log'
     proc = _launch(setup, out, 2, '--progress-interval', '0.3', log=log)
     assert _wait(proc, log) == 0, tail(log)
-    ref = _outputs(setup['ref'])
-    two = _outputs(out)
-    assert sorted(two) == sorted(ref)
-    for k in ref:  # bytes for PNG / NPY / MP4, values for JSON
-        assert two[k] == ref[k], k
-    assert _manifest(out) == _manifest(setup['ref'])
+    _same_as_reference(out, setup)
     summary = json.loads((out / 'summary.json').read_text())
     assert summary['world_size'] == 2 and len(summary['ranks']) == 2
     assert sum(r['processed'] for r in summary['ranks']) == 15
@@ -206,12 +212,7 @@ def test_killed_rank_then_resume_with_one_process(setup, tmp_path):
                     str(out)] + setup['args'])
     assert summary['skipped'] >= 1  # rank 1's recorded work was kept
     assert summary['skipped'] + summary['processed'] == 15
-    ref = _outputs(setup['ref'])
-    resumed = _outputs(out)
-    assert sorted(resumed) == sorted(ref)
-    for k in ref:
-        assert resumed[k] == ref[k], k
-    assert _manifest(out) == _manifest(setup['ref'])
+    _same_as_reference(out, setup)
     assert [p.name for p in (out / 'manifests').glob('*.jsonl')] == []
 
 
@@ -243,11 +244,7 @@ def test_sigterm_flushes_and_asks_for_a_requeue(setup, tmp_path):
     summary = main([str(setup['data'] / 'inputs.txt'), '--out-dir',
                     str(out)] + setup['args'])
     assert summary['skipped'] == ok
-    ref = _outputs(setup['ref'])
-    resumed = _outputs(out)
-    assert sorted(resumed) == sorted(ref)
-    for k in ref:
-        assert resumed[k] == ref[k], k
+    _same_as_reference(out, setup)
 
 
 def test_other_options_are_refused(setup, tmp_path):
@@ -424,12 +421,7 @@ def test_two_nodes_one_killed_then_resumed(setup, tmp_path):
     summary = json.loads((out / 'summary.json').read_text())
     assert summary['world_size'] == 2 and summary['skipped'] >= 1
     assert summary['skipped'] + summary['processed'] == 15
-    ref = _outputs(setup['ref'])
-    resumed = _outputs(out)
-    assert sorted(resumed) == sorted(ref)
-    for k in ref:
-        assert resumed[k] == ref[k], k
-    assert _manifest(out) == _manifest(setup['ref'])
+    _same_as_reference(out, setup)
     assert _hidden_files(out) == []
 
 
@@ -520,12 +512,7 @@ def test_tampered_manifest_records_are_redone(setup, tmp_path):
     said = [m for m in messages if 'not trusted' in m]
     assert len(said) == 1 and '3 record(s)' in said[0]
     assert 'their inputs are redone' in said[0]
-    assert _manifest(out) == _manifest(setup['ref'])
-    ref = _outputs(setup['ref'])
-    redone = _outputs(out)
-    assert sorted(redone) == sorted(ref)
-    for k in ref:
-        assert redone[k] == ref[k], k
+    _same_as_reference(out, setup)
     assert tree_snapshot(tmp_path, [out]) == before
     assert outside.read_text() == '{"mine": 1}'
 

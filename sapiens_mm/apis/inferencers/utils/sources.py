@@ -504,9 +504,10 @@ def iter_sources(inputs: Sequence[str],
     listing them all first (a folder tree of millions of files or a list
     file of millions of lines is read in bounded memory).
 
-    Names are those :func:`collect_sources` gives, decided from the entry
-    and its folder alone, so that every process of a sharded run names an
-    entry the same way:
+    Names are those :func:`collect_sources` gives, decided from the entry,
+    its folder and (for a list or a glob) the names of the entries before
+    it, so that the same listing always names an entry the same way (what
+    a resumed sharded run relies on):
 
     * a folder: walked depth-first in sorted order (images, as
       :func:`collect_sources`), named by their path relative to it without
