@@ -14,7 +14,9 @@
 # .venv/bin/python, else python3).
 # Exit code: 0 done; 75 stopped by SIGTERM after flushing (requeue / re-run
 # to resume); otherwise a rank failed: the ranks that did not finish and
-# their in-flight inputs are printed (tools/sharded_status.py).
+# their in-flight inputs are printed (tools/sharded_status.py). A rank lost
+# on another node is named by rank 0 after --rank-timeout seconds without
+# its heartbeat (SAPIENS_MM_RANK_TIMEOUT, default 600).
 set -uo pipefail
 if [ $# -lt 2 ]; then
     echo "usage: $0 NUM_PROCS [tools/curate_images.py] INPUTS... [options]" >&2

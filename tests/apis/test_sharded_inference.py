@@ -567,3 +567,38 @@ def test_listed_names_are_unique(tmp_path):
     # first come, first named: the listing is streamed, not held
     assert names == [stem, f'{stem}_1', 'x', 'x_1', 'x_1_1', f'{stem}_2']
     assert len([m for m in messages if 'has the output name' in m]) == 4
+
+
+def test_rank_timeout_from_the_flag_then_the_environment(setup, tmp_path,
+                                                         monkeypatch):
+    """--rank-timeout, else SAPIENS_MM_RANK_TIMEOUT, sets the silence that
+    makes a rank lost (and the heartbeat, a fifth of it, which the progress
+    file shows); a value that is not a positive number is refused before
+    any work."""
+    listing = tmp_path / 'one.txt'
+    cv2.imwrite(str(tmp_path / 'p.png'), image(40, 32, 3))
+    listing.write_text('p.png\n')
+    out = tmp_path / 'out'
+    argv = [str(listing), '--out-dir', str(out)] + setup['pose_args']
+
+    def heartbeat():
+        return json.loads((out / 'manifests' / 'progress.rank00000.json'
+                           ).read_text())['heartbeat_s']
+
+    monkeypatch.setenv('SAPIENS_MM_RANK_TIMEOUT', '20')
+    main(argv + ['--rank-timeout', '7', '--overwrite'])
+    assert heartbeat() == pytest.approx(7 / 5)
+    main(argv + ['--overwrite'])
+    assert heartbeat() == pytest.approx(20 / 5)
+    monkeypatch.delenv('SAPIENS_MM_RANK_TIMEOUT')
+    main(argv + ['--overwrite'])
+    assert heartbeat() == pytest.approx(10)  # 600 s: beats capped at 10 s
+    shutil.rmtree(out)
+    with pytest.raises(ValueError, match='--rank-timeout 0.0 is not a '
+                       'positive number of seconds'):
+        main(argv + ['--rank-timeout', '0'])
+    monkeypatch.setenv('SAPIENS_MM_RANK_TIMEOUT', 'soon')
+    with pytest.raises(ValueError, match="SAPIENS_MM_RANK_TIMEOUT='soon' is "
+                       'not a number of seconds'):
+        main(argv)
+    assert not out.exists()

@@ -20,9 +20,10 @@ from log_helpers import logged_warnings
 from tool_helpers import load_tool
 
 from sapiens_mm.engine.fileio import atomic_write
-from sapiens_mm.engine.sharded import (DoneIndex, ListedItem, Outcome,
-                                       RanksLost, ShardedRun, merge_manifests,
-                                       name_hash, unfinished_ranks)
+from sapiens_mm.engine.sharded import (DoneIndex, ListedItem, ListingFailed,
+                                       Outcome, RanksLost, ShardedRun,
+                                       merge_manifests, name_hash,
+                                       unfinished_ranks)
 from sapiens_mm.engine.sharded import run as run_module
 
 
@@ -262,6 +263,31 @@ def test_two_ranks_list_once_and_resume_from_rank0s_reading(
     again = _two_ranks(out, _Listing(items), monkeypatch)[0]
     assert again['processed'] == 0 and again['skipped'] == 40
     assert {p['rank']: p['skipped'] for p in again['ranks']} == share
+
+
+def test_a_listing_error_reaches_every_rank(tmp_path, monkeypatch):
+    """Rank 0's listing fails half-way (a bad list line): rank 0 raises the
+    error itself, the other ranks the same message from rank 0."""
+    items = _inputs(tmp_path / 'data', 9)
+
+    class Broken:
+        def __iter__(self):
+            yield from items
+            raise ValueError('list.jsonl:10: expected a JSON string')
+
+    group = _Group()
+    monkeypatch.setattr(run_module, 'broadcast_object_list', group.broadcast)
+    results = {}
+    threads = [_rank_thread(group, results, 0, tmp_path / 'out', Broken()),
+               _rank_thread(group, results, 1, tmp_path / 'out',
+                            _Untouched())]
+    for t in threads:
+        t.join(120)
+    assert type(results[0]) is ValueError
+    assert str(results[0]) == 'list.jsonl:10: expected a JSON string'
+    assert isinstance(results[1], ListingFailed)
+    assert str(results[1]) == ('rank 0 could not list the inputs: '
+                               'list.jsonl:10: expected a JSON string')
 
 
 def _progress(run_id, rank, **fields):

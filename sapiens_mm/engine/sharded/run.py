@@ -274,6 +274,7 @@ class ShardedRun:
         self._lister: Optional[_Lister] = None
         self._rank0_silence = _Silence()
         self._rank0_checked = 0.0
+        self._rank0_lost: Optional[str] = None
         self._previous_sigterm = None
         self._sigterm_installed = False
         self._started = time.monotonic()
@@ -475,6 +476,10 @@ class ShardedRun:
             why = (f'no heartbeat for {self.rank_timeout:g} s '
                    '(--rank-timeout)')
         if why is None:
+            return True
+        if self._rank0_lost is None:  # one more read: its last lines
+            self._rank0_lost = why
+            self._rank0_checked = 0.0
             return True
         raise RanksLost(
             f'Rank {self.rank} waited for its inputs from rank 0, which '
@@ -741,7 +746,8 @@ class _Lister:
             self.error = e
             if writer is not None:
                 try:
-                    writer.fail(str(e) or type(e).__name__)
+                    writer.fail('rank 0 could not list the inputs: '
+                                f'{str(e) or type(e).__name__}')
                 except OSError:
                     pass  # the readers see the silence
 
