@@ -290,6 +290,32 @@ def test_a_listing_error_reaches_every_rank(tmp_path, monkeypatch):
                                'list.jsonl:10: expected a JSON string')
 
 
+def test_shard_reader_takes_whole_lines_only(tmp_path):
+    """A shard file read while rank 0 appends (a line cut, or seen with a
+    hole on a network file system): the reader waits for the line; a line
+    that never becomes an entry stops it after ``settle_s``."""
+    from sapiens_mm.engine.sharded.listing import read_shard
+    path = tmp_path / 'shard.jsonl'
+    path.write_bytes(b'["a", "/d/a.jpg", "image"]\n["b", "/d/b')
+    appends = [b'.jpg", "image"]\n', b'{"end": true, "skipped": 4}\n']
+    ends = []
+
+    def keep_waiting():  # rank 0 appends the rest, a piece at a time
+        with open(path, 'ab') as f:
+            f.write(appends.pop(0))
+        return True
+
+    items = list(read_shard(str(path), ListedItem, ends.append,
+                            keep_waiting))
+    assert items == [ListedItem('a', '/d/a.jpg', 'image'),
+                     ListedItem('b', '/d/b.jpg', 'image')]
+    assert ends == [4] and appends == []
+    path.write_bytes(b'["a", "/d/a.jpg", "image"]\n\0\0\0\n')
+    with pytest.raises(ListingFailed, match='byte 27 is not an entry'):
+        list(read_shard(str(path), ListedItem, ends.append, lambda: True,
+                        poll_s=0.01, settle_s=0.2))
+
+
 def _progress(run_id, rank, **fields):
     progress = dict(run_id=run_id, rank=rank, world_size=2, pid=4242,
                     host='nodeB', beat=7, heartbeat_s=1.0, ok=3, failed=0,

@@ -128,8 +128,13 @@ def read_shard(path: str,
                make_item: Callable[[str, str, str], object],
                on_end: Callable[[int], None],
                keep_waiting: Callable[[], bool],
-               poll_s: float = 0.5) -> Iterator[object]:
+               poll_s: float = 0.5,
+               settle_s: float = 60.0) -> Iterator[object]:
     """The inputs of one shard file, as rank 0 appends them.
+
+    Only whole lines are taken; a line that does not parse yet (another
+    node's append seen half-way on a network file system) is read again
+    until it does, for ``settle_s`` seconds at most.
 
     Args:
         path: The shard file.
@@ -140,14 +145,16 @@ def read_shard(path: str,
             reading (SIGTERM); it raises when rank 0 is lost.
         poll_s: Longest wait between two reads of a file that has not
             grown.
+        settle_s: Longest time a line may stay unparseable.
 
     Yields:
         The inputs, in the order rank 0 listed them.
 
     Raises:
-        ListingFailed: Rank 0 could not list the inputs.
+        ListingFailed: Rank 0 could not list the inputs, or the file holds
+            a line that is not an entry.
     """
-    offset, rest, wait = 0, b'', 0.02
+    offset, wait, bad_since = 0, 0.02, None
     while True:
         try:
             with open(path, 'rb') as f:  # re-opened: see the module's doc
@@ -155,17 +162,20 @@ def read_shard(path: str,
                 data = f.read(1 << 20)
         except FileNotFoundError:
             data = b''
-        if not data:
-            if not keep_waiting():
-                return
-            time.sleep(wait)
-            wait = min(2 * wait, poll_s)
-            continue
-        wait = 0.02
-        offset += len(data)
-        *lines, rest = (rest + data).split(b'\n')
-        for line in lines:
-            entry = json.loads(line)
+        taken = 0
+        for line in data.split(b'\n')[:-1]:  # whole lines only
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                now = time.monotonic()
+                bad_since = bad_since or now
+                if now - bad_since > settle_s:
+                    raise ListingFailed(
+                        f'{path}: byte {offset + taken} is not an entry of '
+                        'the listing; run the command again.') from None
+                break
+            bad_since = None
+            taken += len(line) + 1
             if isinstance(entry, list):
                 yield make_item(*entry)
             elif 'error' in entry:
@@ -173,6 +183,14 @@ def read_shard(path: str,
             else:
                 on_end(int(entry['skipped']))
                 return
+        offset += taken
+        if taken:
+            wait = 0.02
+            continue
+        if not keep_waiting():
+            return
+        time.sleep(wait)
+        wait = min(2 * wait, poll_s)
 
 
 def remove_shard_files(out_dir: str, run_id: Optional[str] = None
