@@ -75,6 +75,11 @@ def parse_args(argv=None):
     parser.add_argument('--progress-interval', type=float, default=30.0,
                         metavar='S', help='seconds between the progress '
                         'lines of a sharded run (default: %(default)s)')
+    parser.add_argument('--rank-timeout', type=float, default=None,
+                        metavar='S', help='seconds without a heartbeat '
+                        'after which a sharded run counts a rank as lost '
+                        'and stops, naming it (default: '
+                        '$SAPIENS_MM_RANK_TIMEOUT, else 600)')
     add_debug_argument(parser)
     args = parser.parse_args(argv)
     if bool(args.det_model) != bool(args.det_weights):
@@ -114,7 +119,7 @@ def main_sharded(args, out_dir):
             min_box_size=args.min_box_size, rank=rank,
             world_size=world_size, restart=args.restart,
             progress_interval=0 if args.no_progress else
-            args.progress_interval)
+            args.progress_interval, rank_timeout=args.rank_timeout)
     except RunStopped:
         print(f'rank {rank}: stopped by SIGTERM, manifest flushed; run the '
               'same command again to resume.', file=sys.stderr)

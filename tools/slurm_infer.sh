@@ -7,7 +7,9 @@
 #   bash tools/slurm_infer.sh PARTITION JOB_NAME tools/curate_images.py ROOT [options]
 #
 # Environment: GPUS (8, total tasks), GPUS_PER_NODE (8), CPUS_PER_TASK (5),
-# SRUN_ARGS (extra srun options), PYTHON (python). Set MASTER_PORT to move
+# SRUN_ARGS (extra srun options), PYTHON (default: the
+# active virtual environment's python, else the repository's
+# .venv/bin/python, else python3). Set MASTER_PORT to move
 # off the default port 29500.
 # Pre-emption: SLURM sends SIGTERM; each rank finishes its batch, flushes its
 # manifest and exits with 75. Inside an sbatch job with REQUEUE=1, the job is
@@ -21,6 +23,8 @@ PARTITION=$1
 JOB_NAME=$2
 shift 2
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tools/project_python.sh
+. "${TOOLS_DIR}/project_python.sh"
 SCRIPT="${TOOLS_DIR}/infer.py"
 if [[ "$1" == *.py ]]; then
     SCRIPT=$1
@@ -30,7 +34,6 @@ GPUS=${GPUS:-8}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-5}
 SRUN_ARGS=${SRUN_ARGS:-""}
-PYTHON=${PYTHON:-python}
 # shellcheck source=tools/sharded_common.sh
 . "${TOOLS_DIR}/sharded_common.sh"
 

@@ -4,7 +4,9 @@
 #   bash tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT [tools/test.py options]
 #
 # Environment: GPUS (8, total tasks), GPUS_PER_NODE (8), CPUS_PER_TASK (5),
-# SRUN_ARGS (extra srun options), PYTHON (python). Set MASTER_PORT to move
+# SRUN_ARGS (extra srun options), PYTHON (default: the
+# active virtual environment's python, else the repository's
+# .venv/bin/python, else python3). Set MASTER_PORT to move
 # off the default port 29500.
 set -euo pipefail
 if [ $# -lt 4 ]; then
@@ -20,8 +22,9 @@ GPUS=${GPUS:-8}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-5}
 SRUN_ARGS=${SRUN_ARGS:-""}
-PYTHON=${PYTHON:-python}
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tools/project_python.sh
+. "${TOOLS_DIR}/project_python.sh"
 
 # shellcheck disable=SC2086
 export PYTHONPATH="${TOOLS_DIR}/..${PYTHONPATH:+:${PYTHONPATH}}"

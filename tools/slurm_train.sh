@@ -5,7 +5,9 @@
 #
 # Environment: GPUS (8, total tasks), GPUS_PER_NODE (8), CPUS_PER_TASK (5),
 # SRUN_ARGS (extra srun options, e.g. "--quotatype=auto" or
-# "--time=72:00:00"), PYTHON (python). mmengine reads the rank and world
+# "--time=72:00:00"), PYTHON (default: the
+# active virtual environment's python, else the repository's
+# .venv/bin/python, else python3). mmengine reads the rank and world
 # size from SLURM_PROCID / SLURM_NTASKS and the master node from
 # SLURM_NODELIST; set MASTER_PORT to move off the default port 29500.
 set -euo pipefail
@@ -22,8 +24,9 @@ GPUS=${GPUS:-8}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-5}
 SRUN_ARGS=${SRUN_ARGS:-""}
-PYTHON=${PYTHON:-python}
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tools/project_python.sh
+. "${TOOLS_DIR}/project_python.sh"
 
 # SRUN_ARGS is split into words on purpose.
 # shellcheck disable=SC2086

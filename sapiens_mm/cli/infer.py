@@ -9,7 +9,10 @@ import os.path as osp
 from typing import List, Optional, Sequence, Union
 
 from sapiens_mm.tasks import CLI_TASKS
-from sapiens_mm.utils.sharded_names import LAUNCHERS, MANIFEST_DIR
+from sapiens_mm.utils.sharded_names import (LAUNCHERS, MANIFEST_DIR,
+                                            RANK_TIMEOUT_ENV,
+                                            check_results_path,
+                                            default_rank_timeout)
 
 __all__ = [
     'build_parser', 'models_from_args', 'is_sharded', 'main', 'main_sharded',
@@ -257,6 +260,12 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    help='at the end, write the COCO keypoint results of '
                    'all images (COCO-17 layout; for pycocotools\' loadRes '
                    'and COCOeval)')
+    c.add_argument('--rank-timeout', type=float, default=None, metavar='S',
+                   help='seconds without a heartbeat after which rank 0 '
+                   'counts a rank as lost and stops, naming it and its '
+                   'in-flight inputs (re-running resumes); it measures '
+                   f'silence, not work (default: ${RANK_TIMEOUT_ENV}, else '
+                   '600)')
     c.add_argument('--progress-interval', type=float, default=30.0,
                    metavar='S', help='seconds between the one-line progress '
                    'summaries of a sharded run (rank 0; a last one when its '
@@ -487,6 +496,13 @@ def main_sharded(args: argparse.Namespace) -> Optional[dict]:
         ValueError: An option a sharded run cannot take, or an ``--out-dir``
             holding a run with other options (without ``--overwrite``).
     """
+    if args.coco_results:  # before any work: it is written at the end
+        check_results_path(args.coco_results, '--coco-results')
+    rank_timeout = (default_rank_timeout() if args.rank_timeout is None
+                    else args.rank_timeout)
+    if not 0 < rank_timeout < float('inf'):
+        raise ValueError(f'--rank-timeout {args.rank_timeout} is not a '
+                         'positive number of seconds.')
     from mmengine.logging import print_log
 
     from sapiens_mm.apis.inferencers import infer_sharded, write_coco_keypoint_results
@@ -543,7 +559,8 @@ def main_sharded(args: argparse.Namespace) -> Optional[dict]:
         summary = infer_sharded(inferencer, args.inputs, args.out_dir,
                                 options, rank, world_size, args.overwrite,
                                 0 if args.no_progress else
-                                args.progress_interval, **stream_kwargs)
+                                args.progress_interval, rank_timeout,
+                                **stream_kwargs)
         if summary is not None and args.coco_results:
             n = write_coco_keypoint_results(args.out_dir, args.coco_results)
             print_log(f'{args.coco_results}: {n} COCO keypoint results.',

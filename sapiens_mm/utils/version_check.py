@@ -14,8 +14,12 @@ SUPPORTED_VERSIONS: Dict[str, Tuple[str, str, str]] = {
     'mmsegmentation': ('mmseg', '1.2.2', '1.3.0'),
 }
 
-_INSTALL_HINT = ('Run `make test` (or tools/setup_env.sh) from the sapiens_mm '
-                 'repository to install the supported stack.')
+#: What to do: this Python is not the project's environment (or the
+#: environment is not built yet).
+_INSTALL_HINT = ('Run it with the project\'s environment: `.venv/bin/python '
+                 '...` from the sapiens_mm repository, or `source '
+                 '.venv/bin/activate` first (`bash tools/setup_env.sh` '
+                 'creates .venv if it is missing).')
 
 
 def check_versions(supported: Dict[str, Tuple[str, str, str]] = None) -> None:

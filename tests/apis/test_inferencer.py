@@ -434,7 +434,7 @@ CLI_OPTIONS = (
     '--stabilize-matting', '--stabilize-pointmap-scale', '--mask-with',
     '--background', '--alpha-bits', '--launcher', '--overwrite',
     '--coco-results', '--progress-interval', '--no-whole-image-fallback',
-    '--verbose',
+    '--verbose', '--rank-timeout',  # reaches the run: test_sharded_inference
 )
 
 

@@ -1,12 +1,17 @@
 """Sharded inference on CPU (gloo): 2 processes write what 1 process
 writes; a rank killed mid-run and a SIGTERM both resume to the same outputs
-(also with another number of processes); --coco-results evaluates with
-pycocotools.
+(also with another number of processes); two simulated nodes, one of whose
+worker is killed: the other stops within --rank-timeout naming it, and the
+re-run completes; two list entries with one output name get two outputs;
+tampered manifest records are redone; --coco-results evaluates with
+pycocotools and a bad path fails before any work.
 
 One reference run (in-process, 1 process) is shared by the tests; each
 multi-process run is one launcher call, checked by several assertions."""
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,11 +22,12 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from cluster_helpers import ROOT, free_port, run_env, tail
+from cluster_helpers import ROOT, free_port, run_env, tail, tree_snapshot
 from inference_helpers import image, small_cfg
+from log_helpers import logged_warnings
 from mmengine.registry import DefaultScope
 
-from sapiens_mm.cli.infer import main
+from sapiens_mm.cli.infer import cli, main
 from sapiens_mm.engine.sharded import REQUEUE_EXIT_CODE
 
 #: Files of a run that are not per-input outputs.
@@ -91,6 +97,17 @@ def _manifest(out: Path) -> dict:
     names = [r['name'] for r in records]
     assert len(names) == len(set(names)), 'an input recorded twice'
     return {r['name']: (r['status'], sorted(r['outputs'])) for r in records}
+
+
+def _same_as_reference(out: Path, setup) -> None:
+    """``out`` holds the reference run's files (bytes for PNG / NPY / MP4,
+    values for JSON) and its manifest, each input once."""
+    ref = _outputs(setup['ref'])
+    got = _outputs(out)
+    assert sorted(got) == sorted(ref)
+    for k in ref:
+        assert got[k] == ref[k], k
+    assert _manifest(out) == _manifest(setup['ref'])
 
 
 def _launch(setup, out, nprocs, *extra, log):
@@ -166,12 +183,7 @@ def test_two_processes_write_what_one_writes(setup, tmp_path):
     out, log = tmp_path / 'two', tmp_path / 'two.log'
     proc = _launch(setup, out, 2, '--progress-interval', '0.3', log=log)
     assert _wait(proc, log) == 0, tail(log)
-    ref = _outputs(setup['ref'])
-    two = _outputs(out)
-    assert sorted(two) == sorted(ref)
-    for k in ref:  # bytes for PNG / NPY / MP4, values for JSON
-        assert two[k] == ref[k], k
-    assert _manifest(out) == _manifest(setup['ref'])
+    _same_as_reference(out, setup)
     summary = json.loads((out / 'summary.json').read_text())
     assert summary['world_size'] == 2 and len(summary['ranks']) == 2
     assert sum(r['processed'] for r in summary['ranks']) == 15
@@ -200,12 +212,7 @@ def test_killed_rank_then_resume_with_one_process(setup, tmp_path):
                     str(out)] + setup['args'])
     assert summary['skipped'] >= 1  # rank 1's recorded work was kept
     assert summary['skipped'] + summary['processed'] == 15
-    ref = _outputs(setup['ref'])
-    resumed = _outputs(out)
-    assert sorted(resumed) == sorted(ref)
-    for k in ref:
-        assert resumed[k] == ref[k], k
-    assert _manifest(out) == _manifest(setup['ref'])
+    _same_as_reference(out, setup)
     assert [p.name for p in (out / 'manifests').glob('*.jsonl')] == []
 
 
@@ -223,6 +230,8 @@ def test_sigterm_flushes_and_asks_for_a_requeue(setup, tmp_path):
     for manifest in (out / 'manifests').glob('*.rank*.jsonl'):
         for line in manifest.read_text().splitlines():  # complete lines
             record = json.loads(line)
+            if set(record) == {'synced'}:  # a commit line
+                continue
             ok += record['status'] == 'ok'
             for o in record['outputs']:
                 assert (out / o).is_file()
@@ -235,11 +244,7 @@ def test_sigterm_flushes_and_asks_for_a_requeue(setup, tmp_path):
     summary = main([str(setup['data'] / 'inputs.txt'), '--out-dir',
                     str(out)] + setup['args'])
     assert summary['skipped'] == ok
-    ref = _outputs(setup['ref'])
-    resumed = _outputs(out)
-    assert sorted(resumed) == sorted(ref)
-    for k in ref:
-        assert resumed[k] == ref[k], k
+    _same_as_reference(out, setup)
 
 
 def test_other_options_are_refused(setup, tmp_path):
@@ -334,3 +339,266 @@ def test_streamed_names_are_the_single_run_names(tmp_path):
         single, **{str(outside): str(outside.with_suffix(''))[1:]})
     with pytest.raises(ValueError, match='one folder, list file or glob'):
         list(iter_sources([str(root), str(outside)]))
+
+
+def _hidden_files(out: Path) -> list:
+    """Files a run leaves under hidden names (temporary files)."""
+    return [str(p.relative_to(out)) for p in out.rglob('.*')]
+
+
+def _launch_node(setup, out, node_rank, port, log):
+    """One node of a two-node job on this machine: tools/dist_infer.sh with
+    one process, NNODES=2 and a static rendezvous on 127.0.0.1."""
+    env = dict(run_env(setup['tmp']), PYTHON=sys.executable, NNODES='2',
+               NODE_RANK=str(node_rank), MASTER_ADDR='127.0.0.1',
+               PORT=str(port), SAPIENS_MM_RANK_TIMEOUT=str(RANK_TIMEOUT))
+    cmd = ['bash', str(ROOT / 'tools' / 'dist_infer.sh'), '1',
+           str(setup['data'] / 'inputs.txt'), '--out-dir', str(out),
+           *setup['args']]
+    return subprocess.Popen(cmd, env=env, stdout=open(log, 'w'),
+                            stderr=subprocess.STDOUT, cwd=str(ROOT),
+                            start_new_session=True)
+
+
+#: --rank-timeout of the two-node test (SAPIENS_MM_RANK_TIMEOUT): long
+#: enough for a heartbeat every 1.6 s to get through on 2 busy cores.
+RANK_TIMEOUT = 8
+
+
+@pytest.mark.slow
+def test_two_nodes_one_killed_then_resumed(setup, tmp_path):
+    """Node 1's worker is SIGKILLed mid-batch: node 0 finishes its share,
+    waits RANK_TIMEOUT seconds of silence and exits non-zero with one
+    message naming rank 1, its process and its in-flight inputs; the same
+    two commands then complete the run, with the outputs and manifest of
+    one process."""
+    out = tmp_path / 'nodes'
+    logs = [tmp_path / 'node0.log', tmp_path / 'node1.log']
+    port = free_port()
+    nodes = [_launch_node(setup, out, r, port, logs[r]) for r in (0, 1)]
+    try:
+        deadline = time.time() + 240
+        progress = out / 'manifests' / 'progress.rank00001.json'
+        while True:  # rank 1 recorded an input and works on the next
+            assert time.time() < deadline, tail(logs[1])
+            assert nodes[1].poll() is None, tail(logs[1])
+            try:
+                p = json.loads(progress.read_text())
+            except (OSError, ValueError):
+                p = {}
+            if p.get('ok', 0) >= 1 and p.get('in_flight'):
+                break
+            time.sleep(0.01)
+        os.kill(p['pid'], signal.SIGKILL)
+        killed = time.time()
+        assert _wait(nodes[1], logs[1]) != 0
+        rc = _wait(nodes[0], logs[0])
+        # its own share, then the silence: not the 600 s default
+        assert time.time() - killed < RANK_TIMEOUT + 120
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                os.killpg(node.pid, signal.SIGKILL)
+    text = logs[0].read_text()
+    assert rc not in (0, REQUEUE_EXIT_CODE), text
+    final = json.loads(progress.read_text())  # what rank 1 last said
+    assert final['in_flight'] and not final['finished']
+    lost = [ln for ln in text.splitlines()
+            if 'Rank(s) 1 stopped before finishing' in ln]
+    assert len(lost) == 1, text
+    assert f'rank 1 (pid {final["pid"]} on ' in lost[0]
+    assert re.search(r'no heartbeat for \d+ s \(--rank-timeout 8\)',
+                     lost[0])
+    assert 'while processing ' + ', '.join(final['in_flight']) in lost[0]
+    assert 'run the same command again to resume' in lost[0]
+    assert not (out / 'summary.json').exists()
+    # the same two commands resume
+    port = free_port()
+    logs = [tmp_path / 'node0_resumed.log', tmp_path / 'node1_resumed.log']
+    nodes = [_launch_node(setup, out, r, port, logs[r]) for r in (0, 1)]
+    for r in (0, 1):
+        assert _wait(nodes[r], logs[r]) == 0, tail(logs[r])
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['world_size'] == 2 and summary['skipped'] >= 1
+    assert summary['skipped'] + summary['processed'] == 15
+    _same_as_reference(out, setup)
+    assert _hidden_files(out) == []
+
+
+def _colliding_list(tmp_path: Path):
+    """A list file holding ``<abs>/x.png`` relative to its folder and the
+    absolute ``/<abs>/x.png`` (two different images): both are named
+    ``<abs>/x`` by their paths. Returns (list, {path: expected name})."""
+    base, elsewhere = tmp_path / 'L', tmp_path / 'abs' / 'a'
+    rel = str(elsewhere / 'x.png').lstrip('/')
+    (base / rel).parent.mkdir(parents=True)
+    elsewhere.mkdir(parents=True)
+    cv2.imwrite(str(base / rel), image(44, 36, 1))
+    cv2.imwrite(str(elsewhere / 'x.png'), image(40, 32, 2))
+    listing = base / 'list.txt'
+    listing.write_text(f'{rel}\n{elsewhere / "x.png"}\n')
+    name = str(elsewhere / 'x').lstrip('/')
+    return listing, {str(base / rel): name,
+                     str(elsewhere / 'x.png'): name + '_1'}
+
+
+def _check_collision_outputs(out: Path, expected: dict) -> None:
+    manifest = _manifest(out)
+    assert manifest == {n: ('ok', [f'pose/{n}.json', f'pose/{n}.png'])
+                        for n in expected.values()}
+    for path, name in expected.items():  # each output from its own input
+        doc = json.loads((out / 'pose' / f'{name}.json').read_text())
+        assert doc['input'] == path
+        assert (doc['height'], doc['width']) == cv2.imread(path).shape[:2]
+
+
+def test_two_entries_one_name_get_two_outputs(setup, tmp_path):
+    listing, expected = _colliding_list(tmp_path)
+    out = tmp_path / 'out'
+    before = tree_snapshot(tmp_path, [out])
+    with logged_warnings() as messages:
+        summary = main([str(listing), '--out-dir', str(out)] +
+                       setup['pose_args'])
+    assert summary['processed'] == 2 and summary['failed'] == 0
+    _check_collision_outputs(out, expected)
+    said = [m for m in messages if 'has the output name' in m]
+    path, name = list(expected.items())[1]
+    assert said == [f'{listing}: {path} has the output name '
+                    f'{name[:-2]!r} of an earlier entry; its outputs are '
+                    f'named {name!r}.']
+    assert tree_snapshot(tmp_path, [out]) == before
+
+
+@pytest.mark.slow
+def test_two_entries_one_name_through_two_processes(setup, tmp_path):
+    listing, expected = _colliding_list(tmp_path)
+    out, log = tmp_path / 'out', tmp_path / 'two.log'
+    env = dict(run_env(setup['tmp']), PYTHON=sys.executable,
+               PORT=str(free_port()))
+    before = tree_snapshot(tmp_path, [out, log])
+    proc = subprocess.Popen(
+        ['bash', str(ROOT / 'tools' / 'dist_infer.sh'), '2', str(listing),
+         '--out-dir', str(out), *setup['pose_args']], env=env,
+        stdout=open(log, 'w'), stderr=subprocess.STDOUT, cwd=str(ROOT),
+        start_new_session=True)
+    assert _wait(proc, log) == 0, tail(log)
+    _check_collision_outputs(out, expected)
+    assert log.read_text().count('has the output name') == 1  # rank 0
+    assert tree_snapshot(tmp_path, [out, log]) == before
+
+
+def test_tampered_manifest_records_are_redone(setup, tmp_path):
+    """``ok`` records naming no output, or outputs outside the output
+    folder, do not make a re-run skip their inputs: they are redone, one
+    line says so, and nothing outside the run is touched."""
+    out = tmp_path / 'run'
+    shutil.copytree(setup['ref'], out)
+    outside = tmp_path / 'outside.json'
+    outside.write_text('{"mine": 1}')
+    tampered = {'x': [], 'a/x': ['../outside.json'],
+                '000000000139': [str(outside)]}
+    lines = []
+    for line in (out / 'manifest.jsonl').read_text().splitlines():
+        record = json.loads(line)
+        if record['name'] in tampered:
+            record['outputs'] = tampered[record['name']]
+        lines.append(json.dumps(record))
+    (out / 'manifest.jsonl').write_text('\n'.join(lines) + '\n')
+    before = tree_snapshot(tmp_path, [out])
+    with logged_warnings() as messages:
+        summary = main([str(setup['data'] / 'inputs.txt'), '--out-dir',
+                        str(out)] + setup['args'])
+    assert summary['processed'] == 3 and summary['skipped'] == 12
+    said = [m for m in messages if 'not trusted' in m]
+    assert len(said) == 1 and '3 record(s)' in said[0]
+    assert 'their inputs are redone' in said[0]
+    _same_as_reference(out, setup)
+    assert tree_snapshot(tmp_path, [out]) == before
+    assert outside.read_text() == '{"mine": 1}'
+
+
+def test_bad_coco_results_path_fails_before_any_work(setup, tmp_path,
+                                                     capsys):
+    """--coco-results naming a folder, or a file under a file, is refused
+    at once: no output folder, no model built, nothing written."""
+    folder = tmp_path / 'results'
+    folder.mkdir()
+    plain = tmp_path / 'plain.txt'
+    plain.write_text('x')
+    out = tmp_path / 'out'
+    before = tree_snapshot(tmp_path)
+    argv = [str(setup['data'] / 'inputs.txt'), '--out-dir', str(out)] + \
+        setup['pose_args']
+    with pytest.raises(ValueError, match=f'--coco-results {folder} is a '
+                       'folder; give the name of the file'):
+        main(argv + ['--coco-results', str(folder)])
+    with pytest.raises(OSError, match=f'{plain} is not a folder'):
+        main(argv + ['--coco-results', str(plain / 'r.json')])
+    with pytest.raises(SystemExit) as end:  # the command line: one line
+        cli(argv + ['--coco-results', str(folder)], prog='infer')
+    assert str(end.value).startswith('infer: error: --coco-results ')
+    assert '\n' not in str(end.value)
+    assert not out.exists()
+    assert tree_snapshot(tmp_path) == before
+
+
+def test_listed_names_are_unique(tmp_path):
+    """A list entry whose name an earlier entry has gets the smallest free
+    suffix: relative and absolute spellings of one name, one file listed
+    twice, and an entry whose own name an earlier renaming took; each
+    renaming is logged."""
+    from sapiens_mm.apis.inferencers.utils import iter_sources
+    base = tmp_path / 'L'
+    for rel in ('x.jpg', 'x_1.jpg', 'abs/y.jpg'):
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_bytes(b'jpeg')
+    far = tmp_path / 'far' / 'x.jpg'
+    far.parent.mkdir()
+    far.write_bytes(b'jpeg')
+    far_rel = str(far).lstrip('/')
+    (base / far_rel).parent.mkdir(parents=True)
+    (base / far_rel).write_bytes(b'jpeg')
+    listing = base / 'list.txt'
+    listing.write_text('\n'.join(
+        [far_rel, str(far), 'x.jpg', 'x.jpg', 'x_1.jpg', str(far)]))
+    with logged_warnings() as messages:
+        names = [s.name for s in iter_sources([str(listing)])]
+    stem = far_rel[:-4]
+    # first come, first named: the listing is streamed, not held
+    assert names == [stem, f'{stem}_1', 'x', 'x_1', 'x_1_1', f'{stem}_2']
+    assert len([m for m in messages if 'has the output name' in m]) == 4
+
+
+def test_rank_timeout_from_the_flag_then_the_environment(setup, tmp_path,
+                                                         monkeypatch):
+    """--rank-timeout, else SAPIENS_MM_RANK_TIMEOUT, sets the silence that
+    makes a rank lost (and the heartbeat, a fifth of it, which the progress
+    file shows); a value that is not a positive number is refused before
+    any work."""
+    listing = tmp_path / 'one.txt'
+    cv2.imwrite(str(tmp_path / 'p.png'), image(40, 32, 3))
+    listing.write_text('p.png\n')
+    out = tmp_path / 'out'
+    argv = [str(listing), '--out-dir', str(out)] + setup['pose_args']
+
+    def heartbeat():
+        return json.loads((out / 'manifests' / 'progress.rank00000.json'
+                           ).read_text())['heartbeat_s']
+
+    monkeypatch.setenv('SAPIENS_MM_RANK_TIMEOUT', '20')
+    main(argv + ['--rank-timeout', '7', '--overwrite'])
+    assert heartbeat() == pytest.approx(7 / 5)
+    main(argv + ['--overwrite'])
+    assert heartbeat() == pytest.approx(20 / 5)
+    monkeypatch.delenv('SAPIENS_MM_RANK_TIMEOUT')
+    main(argv + ['--overwrite'])
+    assert heartbeat() == pytest.approx(10)  # 600 s: beats capped at 10 s
+    shutil.rmtree(out)
+    with pytest.raises(ValueError, match='--rank-timeout 0.0 is not a '
+                       'positive number of seconds'):
+        main(argv + ['--rank-timeout', '0'])
+    monkeypatch.setenv('SAPIENS_MM_RANK_TIMEOUT', 'soon')
+    with pytest.raises(ValueError, match="SAPIENS_MM_RANK_TIMEOUT='soon' is "
+                       'not a number of seconds'):
+        main(argv)
+    assert not out.exists()

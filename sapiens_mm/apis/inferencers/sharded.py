@@ -18,7 +18,7 @@ from sapiens_mm.engine.sharded import (MERGED_NAME, Outcome, ShardedRun,
                                        iter_records)
 
 from .sapiens_inferencer import SapiensInferencer
-from .utils.sources import Source, count_sources, iter_sources
+from .utils.sources import Source, iter_sources
 
 __all__ = ['infer_sharded', 'write_coco_keypoint_results']
 
@@ -80,6 +80,7 @@ def infer_sharded(inferencer: SapiensInferencer,
                   world_size: int = 1,
                   overwrite: bool = False,
                   progress_interval: float = 30.0,
+                  rank_timeout: Optional[float] = None,
                   **stream_kwargs) -> Optional[dict]:
     """Run ``inferencer`` on this rank's share of ``inputs``, writing to
     ``out_dir``; resumes an earlier run of ``out_dir``.
@@ -97,6 +98,9 @@ def infer_sharded(inferencer: SapiensInferencer,
         world_size: Number of processes.
         overwrite: Redo every input.
         progress_interval: Seconds between rank 0's progress lines.
+        rank_timeout: Seconds without a heartbeat after which a rank counts
+            as lost (see :class:`~sapiens_mm.engine.sharded.ShardedRun`;
+            default ``SAPIENS_MM_RANK_TIMEOUT``, else 600).
         **stream_kwargs: Options of :meth:`SapiensInferencer.stream`
             (``bboxes``, ``no_save_pred``...; not ``show``).
 
@@ -107,16 +111,20 @@ def infer_sharded(inferencer: SapiensInferencer,
     Raises:
         sapiens_mm.engine.sharded.RunStopped: SIGTERM stopped the run
             (exit with :data:`~sapiens_mm.engine.sharded.REQUEUE_EXIT_CODE`).
+        sapiens_mm.engine.sharded.RanksLost: Ranks stopped before
+            finishing (rank 0 names them and their in-flight inputs;
+            re-running resumes).
     """
     run = ShardedRun(out_dir, options, rank, world_size, overwrite,
-                     progress_interval, what='inputs')
+                     progress_interval, what='inputs',
+                     rank_timeout=rank_timeout)
     run.start()
-    exclude = [out_dir]
-    run.run(iter_sources(inputs, exclude),
+    run.run(iter_sources(inputs, [out_dir]),
             lambda batch: _process_batch(inferencer, run, batch,
                                          stream_kwargs),
             inferencer.batch_size,
-            count=lambda: count_sources(inputs, exclude))
+            make_item=lambda name, path, kind: Source(kind, name, 0,
+                                                      path=path))
     return run.finish()
 
 

@@ -50,9 +50,11 @@ def _fsync_dir(folder: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(filepath: Union[str, Path]) -> Iterator[str]:
+def atomic_path(filepath: Union[str, Path],
+                durable: bool = True) -> Iterator[str]:
     """A temporary path to write ``filepath`` through, renamed onto it
-    when the ``with`` block ends without an error.
+    when the ``with`` block ends without an error (and, if ``durable``, the
+    rename ``fsync``\\ ed with its folder).
 
     For writers that take a path (``torch.export.save``, safetensors'
     ``save_file``...). The temporary file is hidden, next to ``filepath``
@@ -90,13 +92,15 @@ def atomic_path(filepath: Union[str, Path]) -> Iterator[str]:
             raise
     except OSError as e:
         raise _write_error(filepath, e) from None
-    _fsync_dir(folder)
+    if durable:
+        _fsync_dir(folder)
 
 
 def atomic_write(data: Union[bytes, str],
                  filepath: Union[str, Path],
                  encoding: str = 'utf-8',
-                 mode: int = 0o666) -> None:
+                 mode: int = 0o666,
+                 durable: bool = True) -> None:
     """Write ``data`` to ``filepath`` so that it is never seen half-written.
 
     The data goes to a hidden temporary file next to ``filepath`` (same file
@@ -113,6 +117,11 @@ def atomic_write(data: Union[bytes, str],
         mode: Permissions of the new file (the umask applies). Defaults to
             ``0o666``, as ``open(..., 'wb')``; ``0o600`` for a file only
             its owner may read.
+        durable: ``fsync`` the file and its folder, so that it survives the
+            machine going down. False for files whose durability is made
+            some other way, or not needed (a sharded run's outputs, made
+            durable together once a second, and its progress files):
+            still atomic, never half-written after a killed process.
 
     Raises:
         OSError: The write failed (full disk, no permission...): the message
@@ -121,15 +130,16 @@ def atomic_write(data: Union[bytes, str],
     """
     if isinstance(data, str):
         data = data.encode(encoding)
-    with atomic_path(filepath) as tmp_path:
+    with atomic_path(filepath, durable) as tmp_path:
         # os.open with mode 0o666 by default (not mkstemp's 0o600): the
         # final file gets the same permissions (umask applied) as one
         # written with open(..., 'wb').
         fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         with os.fdopen(fd, 'wb') as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
 
 
 def _write_error(path: str, error: OSError) -> OSError:

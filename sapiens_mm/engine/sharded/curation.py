@@ -49,14 +49,16 @@ def curate_images_sharded(root: str,
                           world_size: int = 1,
                           restart: bool = False,
                           extensions: Sequence[str] = IMAGE_EXTENSIONS,
-                          progress_interval: float = 30.0
+                          progress_interval: float = 30.0,
+                          rank_timeout: Optional[float] = None
                           ) -> Optional[CurationReport]:
     """:func:`~sapiens_mm.datasets.curation.curate_images` split across the
     processes of a job.
 
-    Each rank walks ``root`` lazily and runs the detector on its share of
-    the images (a fixed split by path, per-rank manifests, resume,
-    SIGTERM: :class:`~.run.ShardedRun`); rank 0 then merges the decisions
+    Rank 0 walks ``root`` lazily and each rank runs the detector on its
+    share of the images (a fixed split by path, per-rank manifests,
+    resume, lost ranks, SIGTERM: :class:`~.run.ShardedRun`); rank 0 then
+    merges the decisions
     into ``manifest.jsonl`` (one record per image with its detections) and
     writes the same ``manifest.txt`` and ``report.json`` as
     ``curate_images`` (the kept paths, sorted: held in memory, one string
@@ -76,6 +78,8 @@ def curate_images_sharded(root: str,
         restart: Detect every image again.
         extensions: Image file endings.
         progress_interval: Seconds between rank 0's progress lines.
+        rank_timeout: Seconds without a heartbeat after which a rank
+            counts as lost (see :class:`~.run.ShardedRun`).
 
     Returns:
         The report on rank 0 once every rank is done; None on the other
@@ -84,6 +88,8 @@ def curate_images_sharded(root: str,
     Raises:
         RunStopped: SIGTERM stopped the run (exit with
             :data:`~.run.REQUEUE_EXIT_CODE`).
+        RanksLost: Ranks stopped before finishing (rank 0 names them;
+            re-running resumes).
         ValueError: ``out_dir`` holds the decisions of another detector
             (use another ``out_dir`` or ``restart``).
         FileNotFoundError: ``root`` is not a folder.
@@ -97,12 +103,11 @@ def curate_images_sharded(root: str,
     out_dir = out_dir or osp.join(root, 'curation')
     run = ShardedRun(out_dir, dict(detector=desc, root=osp.abspath(root)),
                      rank, world_size, overwrite=restart,
-                     progress_interval=progress_interval, what='images')
+                     progress_interval=progress_interval, what='images',
+                     rank_timeout=rank_timeout, require_outputs=False)
     run.start()
     run.run(_iter_images(root, extensions, [out_dir]),
-            lambda batch: [_outcome(detector, item) for item in batch],
-            count=lambda: sum(1 for _ in _iter_images(root, extensions,
-                                                      [out_dir])))
+            lambda batch: [_outcome(detector, item) for item in batch])
     summary = run.finish()
     if summary is None:
         return None

@@ -7,23 +7,40 @@ Layout under the run's output folder::
     summary.json                    counts and images/s per rank and in total
     manifests/run.json              the options of the run (checked on resume)
     manifests/<run id>.rank<r>.jsonl   what rank r recorded in that run
-    manifests/progress.rank<r>.json    rank r's counters, in-flight input and,
-                                       once it is done, its final numbers
+    manifests/<run id>.shard<r>.jsonl  rank r's inputs, as rank 0 listed them
+                                       (:mod:`.listing`; removed at the end)
+    manifests/progress.rank<r>.json    rank r's counters, in-flight inputs,
+                                       heartbeat and, once it is done, its
+                                       final numbers
 
 A record is one line ``{"input", "name", "kind", "status", "outputs",
 "error", "frames", "seconds", "rank"}``; ``status`` is ``"ok"`` or
 ``"failed"``, ``outputs`` are paths relative to the output folder. Records
 are appended and flushed one by one (a killed process loses nothing it
-recorded) and ``fsync``\\ ed at least every second (a crashed machine loses
-at most the last second). Memory stays bounded in the number of inputs:
-readers stream the files, and the done-set of a resumed rank and the merge
-keep 8 bytes per input (a 64-bit hash of its name).
+recorded).
+
+Durability: the outputs of an input are written atomically (temporary file
+and rename) but not ``fsync``\\ ed one by one. At least once a second, and
+when the rank ends, :meth:`ManifestWriter.sync` writes the file system's
+dirty data to disk in one call (:func:`sync_file_system`) and then appends
+a commit line ``{"synced": n}``: every record above a commit line names
+outputs that were on disk before it was written. On resume, those records
+are trusted as they are; only the records after a file's last commit line
+(the last second of a rank that was killed, or of a machine that went down)
+have their outputs checked (present and not empty). The merged manifest is
+written after every rank committed, so all its records are trusted.
+
+Memory stays bounded in the number of inputs: readers stream the files, and
+the done-set and the merge keep 8 bytes per input (a 64-bit hash of its
+name).
 """
 import array
-import hashlib
+import ctypes
+import functools
 import json
 import os
 import os.path as osp
+import posixpath
 import re
 import time
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
@@ -37,28 +54,27 @@ from sapiens_mm.utils.sharded_names import (
     MERGED_NAME,
     RUN_NAME,
     SUMMARY_NAME,
+    name_hash,
 )
 
 __all__ = [
-    'MANIFEST_DIR', 'MERGED_NAME', 'SUMMARY_NAME', 'RUN_NAME', 'name_hash',
-    'rank_manifest_path', 'progress_path', 'ManifestWriter',
+    'MANIFEST_DIR', 'MERGED_NAME', 'SUMMARY_NAME', 'RUN_NAME', 'SYNC_KEY',
+    'name_hash', 'rank_manifest_path', 'progress_path', 'ManifestWriter',
     'manifest_files', 'iter_records', 'DoneIndex', 'merge_manifests',
-    'read_progress', 'read_json'
+    'read_progress', 'read_rank_progress', 'read_json', 'sync_file_system',
+    'RUN_ID_PATTERN', 'untrusted_outputs'
 ]
 
+#: A run id: its start time and 6 random hex digits.
+RUN_ID_PATTERN = r'\d{8}T\d{6}-[0-9a-f]{6}'
 #: ``<run id>.rank<r>.jsonl``: a rank's records of one run.
-_RANK_FILE = re.compile(r'^(?P<run>\d{8}T\d{6}-[0-9a-f]{6})\.rank'
+_RANK_FILE = re.compile(rf'^(?P<run>{RUN_ID_PATTERN})\.rank'
                         r'(?P<rank>\d{5})\.jsonl$')
-
-
-def name_hash(name: str) -> int:
-    """A stable 64-bit hash of an input's output name (BLAKE2b): the same
-    in every process and run, unlike Python's ``hash``. It decides the rank
-    of an input (``name_hash(name) % world_size``) and keys the done-set and
-    the merge."""
-    return int.from_bytes(
-        hashlib.blake2b(name.encode('utf-8'), digest_size=8).digest(),
-        'little')
+#: The key of a manifest's commit lines (:meth:`ManifestWriter.sync`).
+SYNC_KEY = 'synced'
+#: Records after a file's last commit line whose outputs are checked in
+#: one go (bounds the memory of a file without commit lines).
+_PENDING_MAX = 10000
 
 
 def rank_manifest_path(out_dir: str, run_id: str, rank: int) -> str:
@@ -67,24 +83,63 @@ def rank_manifest_path(out_dir: str, run_id: str, rank: int) -> str:
 
 
 def progress_path(out_dir: str, rank: int) -> str:
-    """Rank ``rank``'s progress file (counters, in-flight input, final
-    numbers)."""
+    """Rank ``rank``'s progress file (counters, in-flight inputs, heartbeat,
+    final numbers)."""
     return osp.join(out_dir, MANIFEST_DIR, f'progress.rank{rank:05d}.json')
+
+
+@functools.lru_cache(maxsize=None)
+def _libc_syncfs() -> Optional[Callable[[int], int]]:
+    """Linux's ``syncfs(fd)`` from the C library, or None elsewhere."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def sync_file_system(path: str) -> None:
+    """Write the dirty data of the file system that holds ``path`` to disk
+    and wait for it: one call that makes every file written there since
+    the last call durable (Linux ``syncfs``; ``os.sync``, every file
+    system, elsewhere). The sharded runs call it once a second instead of
+    an ``fsync`` per output file (``tools/analysis/fsync_cost.py`` measures
+    the difference).
+
+    Raises:
+        OSError: The data could not be written (an I/O error, a lost
+            mount); the message names ``path``.
+    """
+    syncfs = _libc_syncfs()
+    if syncfs is None:
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f'Could not write the file system of {path} '
+                          f'to disk: {os.strerror(err)}.')
+    finally:
+        os.close(fd)
 
 
 class ManifestWriter:
     """Appends records to one rank's manifest.
 
     Each record is written and flushed at once (it survives the process
-    being killed; see :meth:`write` for the exception) and the file is
-    ``fsync``\\ ed when ``sync_interval``
-    seconds have passed since the last ``fsync`` and on :meth:`sync` /
-    :meth:`close` (it survives the machine going down, up to that
-    interval).
+    being killed; see :meth:`write` for the exception). When
+    ``sync_interval`` seconds have passed since the last commit, and on
+    :meth:`sync` / :meth:`close`, the records written since are committed:
+    the file system is written to disk (:func:`sync_file_system`: the
+    outputs the records name and the records themselves) and a commit line
+    is appended (see the module's documentation).
 
     Args:
         path: The manifest file (created with its folder; appended to).
-        sync_interval: Seconds between ``fsync`` calls. Defaults to 1.
+        sync_interval: Seconds between commits. Defaults to 1.
     """
 
     def __init__(self, path: str, sync_interval: float = 1.0) -> None:
@@ -93,6 +148,8 @@ class ManifestWriter:
         self.sync_interval = sync_interval
         self._file = open(path, 'a', encoding='utf-8')
         self._synced = time.monotonic()
+        self._records = 0
+        self._committed = 0
 
     def write(self, record: dict, flush: bool = True) -> None:
         """Append one record (a JSON-serialisable dict) as one line.
@@ -104,6 +161,7 @@ class ManifestWriter:
                 the next flushed record, or within ``sync_interval``.
         """
         self._file.write(json.dumps(record, ensure_ascii=False) + '\n')
+        self._records += 1
         now = time.monotonic()
         if now - self._synced >= self.sync_interval:
             self.sync()
@@ -111,15 +169,22 @@ class ManifestWriter:
             self._file.flush()
 
     def sync(self) -> None:
-        """Flush and ``fsync`` what was written."""
+        """Commit what was written: flush, write the file system to disk,
+        append a commit line."""
         self._file.flush()
-        os.fsync(self._file.fileno())
+        if self._records > self._committed:
+            sync_file_system(self.path)
+            self._file.write(json.dumps({SYNC_KEY: self._records}) + '\n')
+            self._file.flush()
+            self._committed = self._records
         self._synced = time.monotonic()
 
     def close(self) -> None:
-        """:meth:`sync` and close the file."""
+        """:meth:`sync`, ``fsync`` (the last commit line too) and close the
+        file."""
         if not self._file.closed:
             self.sync()
+            os.fsync(self._file.fileno())
             self._file.close()
 
 
@@ -146,14 +211,20 @@ def iter_records(paths: List[str]) -> Iterator[dict]:
     """The records of manifest files, one at a time. A line that is not a
     complete record (the end of a file whose writer was killed mid-line) is
     skipped with a warning: that input was not recorded and is redone."""
-    for _, record in _iter_lines(paths):
-        if record is not None:
+    for _, _, _, record in _iter_lines(paths):
+        if isinstance(record, dict):
             yield record
 
 
-def _iter_lines(paths: List[str]) -> Iterator[Tuple[str, Optional[dict]]]:
-    """``(line, record)`` of every line of manifest files; record None for
-    a line that is not a complete record (logged)."""
+#: What :func:`_iter_lines` gives for a commit line.
+_COMMIT = 'commit'
+
+
+def _iter_lines(paths: List[str]
+                ) -> Iterator[Tuple[str, int, str, object]]:
+    """``(path, line number, line, record)`` of every line of manifest
+    files; record is the dict of a record, :data:`_COMMIT` for a commit
+    line, None for a line that is not a complete record (logged)."""
     for path in paths:
         with open(path, encoding='utf-8', errors='replace') as f:
             for n, line in enumerate(f, 1):
@@ -161,14 +232,18 @@ def _iter_lines(paths: List[str]) -> Iterator[Tuple[str, Optional[dict]]]:
                     record = json.loads(line)
                 except ValueError:
                     record = None
-                if not isinstance(record, dict) or not isinstance(
+                if isinstance(record, dict) and isinstance(
                         record.get('name'), str):
+                    pass
+                elif isinstance(record, dict) and set(record) == {SYNC_KEY}:
+                    record = _COMMIT
+                else:
                     record = None
                     if line.strip():
                         print_log(f'{path}:{n}: ignoring an incomplete '
                                   'record (its input is redone).',
                                   logger='current', level=30)
-                yield line, record
+                yield path, n, line, record
 
 
 def _raw_lines(paths: List[str]) -> Iterator[str]:
@@ -178,34 +253,103 @@ def _raw_lines(paths: List[str]) -> Iterator[str]:
             yield from f
 
 
-def _outputs_exist(out_dir: str, record: dict) -> bool:
-    return all(
-        osp.exists(osp.join(out_dir, o)) for o in record.get('outputs', ()))
+def untrusted_outputs(record: dict, require_outputs: bool = True
+                      ) -> Optional[str]:
+    """Why the outputs an ``ok`` record names cannot be taken as its
+    input's results (None when they can): not a list of file names,
+    none while the run writes files for every input, or a name outside the
+    output folder (absolute, ``..``, not normalised, or in
+    ``manifests/``). A manifest is a file a user or another program may
+    have edited: such a record's input is redone."""
+    outputs = record.get('outputs', [])
+    if not isinstance(outputs, list) or not all(
+            isinstance(o, str) for o in outputs):
+        return 'its outputs are not a list of file names'
+    if require_outputs and not outputs:
+        return 'it names no output file'
+    for o in outputs:
+        norm = posixpath.normpath(o)
+        if (o != norm or norm.startswith('/') or norm in ('.', '..')
+                or norm.startswith('../') or '\\' in o or '\0' in o
+                or norm.split('/')[0] == MANIFEST_DIR):
+            return f'its output {o!r} is not a file inside the output folder'
+    return None
+
+
+def _outputs_on_disk(out_dir: str, record: dict) -> bool:
+    """Whether every output of ``record`` exists and is not empty (an
+    output written just before a machine went down may be either)."""
+    for o in record.get('outputs', ()):
+        try:
+            if os.stat(osp.join(out_dir, o)).st_size == 0:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 class DoneIndex:
     """The inputs that an earlier run of ``out_dir`` finished: recorded
-    ``"ok"`` with every recorded output still on disk.
+    ``"ok"`` with outputs inside the output folder, and, for the records
+    after a manifest's last commit line, those outputs on disk (see the
+    module's documentation: committed records are not checked one output
+    at a time).
 
     Built by streaming the manifests once; holds one 64-bit name hash per
     finished input (sorted, searched by bisection), and only those that
-    ``keep`` accepts (a rank's own shard).
+    ``keep`` accepts. An ``ok`` record that names no output (where
+    ``require_outputs``) or a file outside the output folder is not
+    trusted: its input is redone, and one line says so.
 
     Args:
         out_dir: The run's output folder.
         keep: Called with a name hash; whether this process needs it.
+        require_outputs: Every input of the run writes files (inference;
+            curation records none).
+
+    Attributes:
+        untrusted: The number of ``ok`` records not trusted.
     """
 
     def __init__(self, out_dir: str,
-                 keep: Callable[[int], bool] = lambda h: True) -> None:
+                 keep: Callable[[int], bool] = lambda h: True,
+                 require_outputs: bool = True) -> None:
         hashes = array.array('Q')
-        for record in iter_records(manifest_files(out_dir)):
-            if record.get('status') != 'ok':
-                continue
-            h = name_hash(record['name'])
-            if keep(h) and _outputs_exist(out_dir, record):
-                hashes.append(h)
+        self.untrusted = 0
+        first_untrusted = None
+        for path in manifest_files(out_dir):
+            committed = osp.basename(path) == MERGED_NAME
+            pending: List[Tuple[int, dict]] = []
+            for _, n, _, record in _iter_lines([path]):
+                if record is _COMMIT:
+                    hashes.extend(h for h, _ in pending)
+                    pending = []
+                    continue
+                if record is None or record.get('status') != 'ok':
+                    continue
+                h = name_hash(record['name'])
+                if not keep(h):
+                    continue
+                why = untrusted_outputs(record, require_outputs)
+                if why is not None:
+                    self.untrusted += 1
+                    if first_untrusted is None:
+                        first_untrusted = (f'{path}:{n} ({record["name"]!r}: '
+                                           f'{why})')
+                elif committed:
+                    hashes.append(h)
+                else:
+                    pending.append((h, record))
+                    if len(pending) >= _PENDING_MAX:
+                        hashes.extend(_checked(out_dir, pending))
+                        pending = []
+            hashes.extend(_checked(out_dir, pending))
         self._hashes = np.unique(np.frombuffer(hashes, dtype=np.uint64))
+        if self.untrusted:
+            print_log(f'{self.untrusted} record(s) marked "ok" in the '
+                      f'manifests of {out_dir} are not trusted, first '
+                      f'{first_untrusted}: their inputs are redone.',
+                      logger='current', level=30)
 
     def __len__(self) -> int:
         return len(self._hashes)
@@ -215,12 +359,18 @@ class DoneIndex:
         return i < len(self._hashes) and int(self._hashes[i]) == h
 
 
+def _checked(out_dir: str, pending: List[Tuple[int, dict]]) -> List[int]:
+    """The hashes of the uncommitted records whose outputs are on disk."""
+    return [h for h, record in pending if _outputs_on_disk(out_dir, record)]
+
+
 def merge_manifests(out_dir: str) -> Dict[str, int]:
     """Merge every manifest of ``out_dir`` into ``manifest.jsonl``: one
     record per input, the latest (a later run's record of an input replaces
     an earlier one's), written atomically; then delete the merged rank
-    files. One pass parses the records, a second copies the kept lines;
-    memory: about 30 bytes per line.
+    files. One pass parses the records, a second copies the kept lines
+    (commit lines are dropped: every rank has committed when the merge
+    runs); memory: about 30 bytes per line.
 
     Returns:
         ``{status: number of inputs}`` of the merged manifest.
@@ -230,9 +380,10 @@ def merge_manifests(out_dir: str) -> Dict[str, int]:
     valid = array.array('b')  # per line: 1 a record, 0 not
     statuses: Dict[str, int] = {}
     status_of = array.array('B')  # per record: its index in ``statuses``
-    for _, record in _iter_lines(files):
-        valid.append(record is not None)
-        if record is not None:
+    for _, _, _, record in _iter_lines(files):
+        is_record = isinstance(record, dict)
+        valid.append(is_record)
+        if is_record:
             hashes.append(name_hash(record['name']))
             status = str(record.get('status'))
             status_of.append(statuses.setdefault(status, len(statuses)))
@@ -265,9 +416,33 @@ def merge_manifests(out_dir: str) -> Dict[str, int]:
     return counts
 
 
-def read_progress(out_dir: str) -> List[Tuple[int, dict]]:
+#: The fields of a progress file and their types (:func:`read_progress`).
+_PROGRESS_FIELDS = dict(run_id=str, rank=int, world_size=int, ok=int,
+                        failed=int, skipped=int, frames=int,
+                        seconds=(int, float), in_flight=list,
+                        finished=bool)
+
+
+def _progress_problem(progress) -> Optional[str]:
+    """What makes a parsed progress file unusable, or None."""
+    if not isinstance(progress, dict):
+        return f'holds a JSON {type(progress).__name__}, not an object'
+    for key, kind in _PROGRESS_FIELDS.items():
+        if key not in progress:
+            return f'has no "{key}"'
+        value = progress[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(
+                value, bool)):
+            return f'"{key}" is {value!r}'
+    return None
+
+
+def read_progress(out_dir: str, problems: Optional[List[str]] = None
+                  ) -> List[Tuple[int, dict]]:
     """``(rank, progress)`` of every progress file of ``out_dir``, by
-    rank (files that cannot be read are left out)."""
+    rank. Files that cannot be read or are not progress files (a missing
+    field, a field of another type) are left out; with ``problems``, one
+    line per such file is appended to it."""
     folder = osp.join(out_dir, MANIFEST_DIR)
     found = []
     if not osp.isdir(folder):
@@ -276,12 +451,39 @@ def read_progress(out_dir: str) -> List[Tuple[int, dict]]:
         m = re.match(r'^progress\.rank(\d{5})\.json$', name)
         if not m:
             continue
+        path = osp.join(folder, name)
         try:
-            with open(osp.join(folder, name), encoding='utf-8') as f:
-                found.append((int(m.group(1)), json.load(f)))
-        except (OSError, ValueError):
-            continue
+            with open(path, encoding='utf-8') as f:
+                progress = json.load(f)
+        except FileNotFoundError:
+            continue  # replaced between the listing and the read
+        except (OSError, ValueError) as e:
+            problem = f'cannot be read as JSON ({e})'
+        else:
+            problem = _progress_problem(progress)
+            if problem is None and progress['rank'] != int(m.group(1)):
+                problem = (f'says rank {progress["rank"]}, its name rank '
+                           f'{int(m.group(1))}')
+            if problem is None:
+                found.append((int(m.group(1)), progress))
+                continue
+        if problems is not None:
+            problems.append(f'{path}: not a progress file of a sharded run '
+                            f'({problem}); ignored.')
     return found
+
+
+def read_rank_progress(out_dir: str, rank: int) -> Optional[dict]:
+    """Rank ``rank``'s progress (:func:`read_progress`), or None when its
+    file is missing or is not a progress file."""
+    try:
+        with open(progress_path(out_dir, rank), encoding='utf-8') as f:
+            progress = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if _progress_problem(progress) or progress['rank'] != rank:
+        return None
+    return progress
 
 
 def read_json(path: str) -> Optional[dict]:

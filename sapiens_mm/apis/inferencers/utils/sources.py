@@ -8,12 +8,13 @@ per image or video frame. :func:`iter_sources` yields the same sources
 lazily, one at a time, for a folder tree, a list file or a glob of any size
 (the sharded runs of :mod:`sapiens_mm.engine.sharded`).
 """
-import functools
+import array
 import glob
 import json
 import os
 import os.path as osp
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import (Callable, Dict, Iterator, List, Optional, Sequence, Tuple,
@@ -27,6 +28,7 @@ from sapiens_mm.utils.image_io import (IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
                                        ImageTooLargeError,
                                        UnreadableImageError, check_image_size,
                                        read_image, walk_files)
+from sapiens_mm.utils.sharded_names import name_hash
 
 __all__ = [
     'InputType', 'InputsType', 'Source', 'Frame', 'check_array',
@@ -342,21 +344,88 @@ def _folder_sources(folder: str, rel_dir: str, names: Sequence[str],
     return sources
 
 
-@functools.lru_cache(maxsize=16)
-def _sibling_names(folder: str, rel_dir: str) -> Dict[str, str]:
+class _SiblingNames:
     """``{file name: output name}`` of the images and videos of a folder
     (:func:`_folder_sources`), for list / glob entries that share their stem
-    with another file; cached, as such entries usually come together."""
-    try:
-        names = [e.name for e in os.scandir(folder)
-                 if e.name.lower().endswith(_MEDIA_EXTENSIONS)]
-    except OSError:
-        return {}
-    return {osp.basename(s.path): s.name
-            for s in _folder_sources(folder, rel_dir, names, 0)}
+    with another file; the last 16 folders of one listing are kept, as such
+    entries usually come together (nothing outlives the listing)."""
+
+    def __init__(self, size: int = 16) -> None:
+        self._size = size
+        self._folders: 'OrderedDict[Tuple[str, str], Dict[str, str]]' = \
+            OrderedDict()
+
+    def get(self, folder: str, rel_dir: str) -> Dict[str, str]:
+        key = (folder, rel_dir)
+        if key in self._folders:
+            self._folders.move_to_end(key)
+            return self._folders[key]
+        try:
+            names = [e.name for e in os.scandir(folder)
+                     if e.name.lower().endswith(_MEDIA_EXTENSIONS)]
+        except OSError:
+            names = []
+        found = {osp.basename(s.path): s.name
+                 for s in _folder_sources(folder, rel_dir, names, 0)}
+        self._folders[key] = found
+        if len(self._folders) > self._size:
+            self._folders.popitem(last=False)
+        return found
 
 
-def _entry_source(path: str, rel: str, index: int) -> Source:
+class _NameSet:
+    """The output names a listing gave so far, as 64-bit hashes
+    (:func:`~sapiens_mm.utils.sharded_names.name_hash`) in an
+    open-addressing table: at most 16 bytes per name (a million-entry list
+    costs 16 MB, a Python set of the same hashes about 70 MB)."""
+
+    def __init__(self) -> None:
+        self._table = array.array('Q', bytes(8 * 1024))
+        self._size = 0
+
+    def add(self, name: str) -> bool:
+        """Record ``name``; False if it was recorded already."""
+        if 2 * (self._size + 1) > len(self._table):
+            old = self._table
+            self._table = array.array('Q', bytes(16 * len(old)))
+            for h in old:
+                if h:
+                    self._insert(h)
+        if not self._insert(name_hash(name) or 1):  # 0 marks a free slot
+            return False
+        self._size += 1
+        return True
+
+    def _insert(self, h: int) -> bool:
+        table = self._table
+        mask = len(table) - 1
+        i = h & mask
+        while table[i]:
+            if table[i] == h:
+                return False
+            i = (i + 1) & mask
+        table[i] = h
+        return True
+
+
+def _unique(src: 'Source', seen: _NameSet, where: str) -> 'Source':
+    """``src``, renamed when an earlier entry of the listing has its name:
+    the smallest free ``_1``, ``_2``... suffix (logged), so that no output
+    overwrites another's."""
+    if seen.add(src.name):
+        return src
+    n = 1
+    while not seen.add(f'{src.name}_{n}'):
+        n += 1
+    old, src.name = src.name, f'{src.name}_{n}'
+    print_log(f'{where}: {src.path} has the output name {old!r} of an '
+              f'earlier entry; its outputs are named {src.name!r}.',
+              logger='current', level=30)
+    return src
+
+
+def _entry_source(path: str, rel: str, index: int,
+                  siblings: _SiblingNames) -> Source:
     """The source of one list / glob entry: named by ``rel``, its path
     relative to the list's / glob's folder (:func:`_relative`), without the
     extension; a file sharing its stem with other images / videos of its
@@ -372,7 +441,7 @@ def _entry_source(path: str, rel: str, index: int) -> Source:
             continue
         if (osp.exists(osp.join(folder, stem + other))
                 or osp.exists(osp.join(folder, stem + other.upper()))):
-            name = _sibling_names(folder, rel_dir).get(file_name, name)
+            name = siblings.get(folder, rel_dir).get(file_name, name)
             break
     return Source(_kind(path), name, index, path=path)
 
@@ -435,9 +504,10 @@ def iter_sources(inputs: Sequence[str],
     listing them all first (a folder tree of millions of files or a list
     file of millions of lines is read in bounded memory).
 
-    Names are those :func:`collect_sources` gives, decided from the entry
-    and its folder alone, so that every process of a sharded run names an
-    entry the same way:
+    Names are those :func:`collect_sources` gives, decided from the entry,
+    its folder and (for a list or a glob) the names of the entries before
+    it, so that the same listing always names an entry the same way (what
+    a resumed sharded run relies on):
 
     * a folder: walked depth-first in sorted order (images, as
       :func:`collect_sources`), named by their path relative to it without
@@ -446,9 +516,13 @@ def iter_sources(inputs: Sequence[str],
     * a list file (:data:`LIST_EXTENSIONS`): its entries (images or
       videos; missing or unreadable ones are yielded too, and fail when
       read), named by their path relative to the list's folder (entries
-      outside it: their absolute path without the root);
+      outside it: their absolute path without the root); an entry whose
+      name an earlier entry has (``a/x.png`` beside the list and
+      ``/a/x.png``, or one file listed twice) gets the smallest free
+      ``_1``, ``_2``... suffix, and a log line says so;
     * a glob (``data/**/*.jpg``): its matching image and video files, named
-      by their path relative to the folder before the first wildcard;
+      by their path relative to the folder before the first wildcard (made
+      unique as a list's);
     * image and video files: named by their stem, made unique among them.
 
     Args:
@@ -490,14 +564,21 @@ def iter_sources(inputs: Sequence[str],
         for rel_dir, names in walk_files(spec, IMAGE_EXTENSIONS, exclude):
             folder = spec if rel_dir == '.' else osp.join(spec, rel_dir)
             yield from _folder_sources(folder, rel_dir, names, 0)
-    elif is_list_file(spec):
+        return
+    # A list (or a glob) can name two files alike (``a/x.png`` relative
+    # to the list, ``/a/x.png``; an entry listed twice): the later is
+    # renamed (_unique). A folder walk's names are unique as they are.
+    seen, siblings = _NameSet(), _SiblingNames()
+    if is_list_file(spec):
         for path, rel in _list_entries(spec):
-            yield _entry_source(path, rel, 0)
+            yield _unique(_entry_source(path, rel, 0, siblings), seen, spec)
     else:
         base = _glob_base(spec)
         for path in glob.iglob(spec, recursive=True):
             if path.lower().endswith(_MEDIA_EXTENSIONS) and osp.isfile(path):
-                yield _entry_source(path, _relative(path, base), 0)
+                yield _unique(
+                    _entry_source(path, _relative(path, base), 0, siblings),
+                    seen, spec)
 
 
 def count_sources(inputs: Sequence[str], exclude: Sequence[str] = ()) -> int:
