@@ -52,10 +52,6 @@ class ImageTooLargeError(UnreadableImageError):
     (:func:`check_image_size`), refused before it is decoded."""
 
 
-def _env_number(name: str, default: float) -> float:
-    return env_positive_number(name, default)
-
-
 def image_size_limits() -> Tuple[int, float]:
     """(max pixels, max aspect ratio) from ``$SAPIENS_MM_MAX_IMAGE_PIXELS``
     and ``$SAPIENS_MM_MAX_ASPECT_RATIO`` (defaults
@@ -65,8 +61,8 @@ def image_size_limits() -> Tuple[int, float]:
         ValueError: A variable is set to something other than a positive
             number.
     """
-    return (int(_env_number(MAX_PIXELS_ENV, DEFAULT_MAX_PIXELS)),
-            _env_number(MAX_ASPECT_ENV, DEFAULT_MAX_ASPECT))
+    return (int(env_positive_number(MAX_PIXELS_ENV, DEFAULT_MAX_PIXELS)),
+            env_positive_number(MAX_ASPECT_ENV, DEFAULT_MAX_ASPECT))
 
 
 def check_image_size(width: int,

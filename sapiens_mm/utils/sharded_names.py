@@ -7,6 +7,8 @@ import hashlib
 import os
 import os.path as osp
 
+from .env_numbers import env_positive_number
+
 __all__ = ['LAUNCHERS', 'MANIFEST_DIR', 'MERGED_NAME', 'SUMMARY_NAME',
            'RUN_NAME', 'RANK_TIMEOUT_ENV', 'DEFAULT_RANK_TIMEOUT',
            'default_rank_timeout', 'name_hash', 'check_results_path']
@@ -37,17 +39,7 @@ def default_rank_timeout() -> float:
     Raises:
         ValueError: The variable is not a positive number.
     """
-    text = os.environ.get(RANK_TIMEOUT_ENV, '').strip()
-    if not text:
-        return DEFAULT_RANK_TIMEOUT
-    try:
-        value = float(text)
-    except ValueError:
-        value = float('nan')
-    if not value > 0 or value == float('inf'):
-        raise ValueError(f'{RANK_TIMEOUT_ENV}={text!r} is not a number of '
-                         'seconds; set it to e.g. 600, or unset it.')
-    return value
+    return env_positive_number(RANK_TIMEOUT_ENV, DEFAULT_RANK_TIMEOUT)
 
 
 def name_hash(name: str) -> int:
