@@ -1,11 +1,14 @@
 """Run Sapiens models on images, folders, videos or a webcam.
 
-    python tools/infer.py photo.jpg --checkpoints \
+    .venv/bin/python tools/infer.py photo.jpg --checkpoints \
         sapiens_0.3b_goliath_best_goliath_AP_573.pth --out-dir outputs
 
-See ``python tools/infer.py --help``; the same CLI is ``python -m sapiens_mm``.
+See ``.venv/bin/python tools/infer.py --help``; the same CLI is
+``python -m sapiens_mm``. It runs ``sapiens_mm.__main__`` as the program
+(through :mod:`runpy`, as ``python -m`` does), so its arguments are checked
+before torch and the OpenMMLab packages load.
 """
-from sapiens_mm.cli.infer import cli
+import runpy
 
 if __name__ == '__main__':
-    cli(prog='tools/infer.py')
+    runpy.run_module('sapiens_mm', run_name='__main__')

@@ -12,6 +12,8 @@ import numpy as np
 from mmengine.fileio import get as get_bytes
 from PIL import Image, ImageOps
 
+from .media_names import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
+
 __all__ = [
     'IMAGE_EXTENSIONS', 'VIDEO_EXTENSIONS', 'UnreadableImageError',
     'ImageTooLargeError', 'MAX_PIXELS_ENV', 'MAX_ASPECT_ENV',
@@ -20,12 +22,6 @@ __all__ = [
     'truncation_problem'
 ]
 
-#: File name endings (case-insensitive) treated as images.
-IMAGE_EXTENSIONS: Tuple[str, ...] = ('.jpg', '.jpeg', '.png', '.bmp', '.tif',
-                                     '.tiff', '.webp')
-#: File name endings (case-insensitive) treated as videos.
-VIDEO_EXTENSIONS: Tuple[str, ...] = ('.mp4', '.avi', '.mov', '.mkv', '.webm',
-                                     '.m4v', '.mpg', '.mpeg', '.wmv')
 
 
 #: Environment variables that set the image size limits (pixels, long

@@ -25,7 +25,7 @@ Example:
     >>> results[0]['predictions']['pose']['keypoints'].shape
     (1, 308, 2)
 """
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import (
     Dict,
     Iterable,
@@ -72,7 +72,24 @@ from .utils.sources import (
 )
 from .utils.writers import VideoWriters
 
-__all__ = ['SapiensInferencer']
+__all__ = ['SapiensInferencer', 'RunInterrupted']
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :meth:`SapiensInferencer.stream`: what was written
+    stays (each video closed at its last frame written, so it plays).
+
+    Attributes:
+        results: The results whose files were written but which were not
+            yielded yet (each like the yielded ones).
+        total: The number of images and frames the call was to process
+            (None for a webcam without ``max_frames``).
+    """
+
+    def __init__(self, results: List[dict], total: Optional[int]) -> None:
+        super().__init__()
+        self.results = results
+        self.total = total
 
 class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
     """Sapiens inference on images, folders, videos and webcams.
@@ -472,6 +489,11 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
             logged as a warning), plus ``visualization`` / ``datasamples``
             when asked. Two inputs with the same name get distinct output
             names (``x``, ``x_1``...: see ``name``, and the log).
+
+        Raises:
+            RunInterrupted: Ctrl-C (a ``KeyboardInterrupt``): the files
+                written stay, each video closed at its last frame written;
+                the exception holds the results written but not yielded.
         """
         batch_size = self.check_batch_size(batch_size or self.batch_size)
         self._check_output_options(skeleton_style, export_formats, save_mask)
@@ -517,7 +539,9 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
             batches = in_background(batches)
         writer_pool = ThreadPoolExecutor(
             1, thread_name_prefix='sapiens-write') if overlap else None
-        pending: Optional[Future] = None
+        # the write futures whose results are not all handed out yet, each
+        # with the number handed out
+        queue: List[list] = []
         failed = True  # until the loop ends normally or is stopped
         try:
             for prepared in batches:
@@ -531,14 +555,13 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
                     continue
                 # Write this batch while the next one runs; hand out the
                 # previous batch's results (their files are written).
-                future = writer_pool.submit(self._postprocess_batch, batch,
-                                            preds, videos, opts)
-                if pending is not None:
-                    yield from self._finished(pending, bar)
-                pending = future
-            if pending is not None:
-                done, pending = pending, None
-                yield from self._finished(done, bar)
+                queue.append([writer_pool.submit(self._postprocess_batch,
+                                                 batch, preds, videos,
+                                                 opts), 0])
+                while len(queue) > 1:
+                    yield from self._hand_out(queue, bar)
+            while queue:
+                yield from self._hand_out(queue, bar)
             failed = False
         except StopRequested:
             failed = False
@@ -546,6 +569,20 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
         except GeneratorExit:  # the caller stopped iterating: keep videos
             failed = False
             raise
+        except KeyboardInterrupt:
+            # Ctrl-C: what was written stays, each video up to its last
+            # frame written (closed, so playable); the results written but
+            # not handed out yet go with the exception
+            failed = False
+            if writer_pool is not None:
+                writer_pool.shutdown(wait=True, cancel_futures=True)
+            written = [
+                result for future, handed in queue
+                if future.done() and not future.cancelled()
+                and future.exception() is None
+                for result in future.result()[handed:]
+            ]
+            raise RunInterrupted(written, total) from None
         finally:
             batches.close()
             if writer_pool is not None:
@@ -585,9 +622,15 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
         ]
 
     @staticmethod
-    def _finished(future: Future, bar: tqdm) -> Iterable[dict]:
-        for result in future.result():
+    def _hand_out(queue: List[list], bar: tqdm) -> Iterable[dict]:
+        """Yield the results of the first write future of ``queue`` not yet
+        handed out (waiting for it), then drop it from ``queue``."""
+        entry = queue[0]
+        results = entry[0].result()
+        while entry[1] < len(results):
+            entry[1] += 1
             bar.update(1)
-            yield result
+            yield results[entry[1] - 1]
+        queue.pop(0)
 
     # ------------------------------------------------------------ steps
