@@ -463,8 +463,15 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
 
     monkeypatch.setattr(inferencers, 'SapiensInferencer', Recorder)
     # --show: as on a machine with a display
-    monkeypatch.setattr(inferencers.utils.display, 'display_problem',
-                        lambda: None)
+    import sapiens_mm.cli.preflight as preflight
+    monkeypatch.setattr(preflight, 'display_problem', lambda: None)
+    # the files the options name (checked before any model loads)
+    monkeypatch.chdir(tmp_path)
+    for name in ('a.jpg', 'b.png', 'p.pth', 'p.py', 'd.onnx', 'n.py',
+                 'pm.pth', 'pm.py', 'al.py', 'm.py', 's.py', 'det.py',
+                 'det.pth',
+                 'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth'):
+        (tmp_path / name).write_text('')
     boxes = tmp_path / 'boxes.json'
     boxes.write_text('[[1, 2, 30, 40, 0.9]]')
     out = tmp_path / 'out'
