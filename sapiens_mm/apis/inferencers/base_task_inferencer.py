@@ -29,7 +29,7 @@ from ..inference import (
     load_config,
     resolve_device_and_dtype,
 )
-from .model_spec import resolve_model
+from .model_spec import registry_weights_mismatch, resolve_model
 from .utils.display import StopRequested, show_images
 from .utils.sources import Frame, InputsType, Source, collect_sources, iter_frames
 from .utils.writers import write_png
@@ -167,7 +167,20 @@ UnreadableImageError` naming the file. Videos and webcams are for
         if self.exported:
             self._init_exported(cfg)
         else:
-            self.model = init_model(cfg, weights, self.device)
+            try:
+                self.model = init_model(cfg, weights, self.device)
+            except RuntimeError:
+                # a registry model whose weights do not fit its config: the
+                # options that differ and how to pass a config, not a wall
+                # of missing keys
+                if info is None or info.source != 'registry' or \
+                        self.checkpoint is None:
+                    raise
+                mismatch = registry_weights_mismatch(cfg, self.checkpoint,
+                                                     info)
+                if mismatch is None:
+                    raise
+                raise mismatch from None
             self.cfg = self.model.cfg
             self.dataset_meta: dict = self.model.dataset_meta
             # Under bf16 / fp16 autocast the head output is cast back to
