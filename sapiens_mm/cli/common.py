@@ -9,8 +9,12 @@ exit code 130 (128 + SIGINT, the shells' convention).
 import argparse
 import contextlib
 import sys
-import warnings
 from typing import Any, Callable, List, Optional, Sequence
+
+from sapiens_mm.utils.upstream_warnings import (UPSTREAM_WARNINGS,
+                                                hide_upstream_warnings,
+                                                quiet_upstream_warnings,
+                                                upstream_warnings_shown)
 
 __all__ = [
     'add_debug_argument', 'one_line', 'run_cli', 'THIRD_PARTY_WARNINGS',
@@ -21,33 +25,20 @@ __all__ = [
 INTERRUPTED_EXIT_CODE = 130
 
 #: Warnings of other packages a command line does not show without
-#: ``--verbose``, by the module that issues them: mmseg's ``build_loss``
-#: deprecation (every dense model build), mmpose's note that it found a
-#: dataset metainfo file in its own package, and the deprecation of
-#: ``pkg_resources`` (imported by mmengine).
-THIRD_PARTY_WARNINGS = (
-    (UserWarning, r'mmseg\.models\.builder'),
-    (UserWarning, r'mmpose\.datasets\.datasets\.utils'),
-    (UserWarning, r'mmengine\.utils\.package_utils'),
-    (DeprecationWarning, r'pkg_resources'),
-)
-
-
-def hide_third_party_warnings() -> None:
-    """Add filters that hide the :data:`THIRD_PARTY_WARNINGS` (for a command
-    line process; library code leaves the filters alone)."""
-    for category, module in THIRD_PARTY_WARNINGS:
-        warnings.filterwarnings('ignore', category=category, module=module)
+#: ``--verbose`` (see :mod:`sapiens_mm.utils.upstream_warnings`).
+THIRD_PARTY_WARNINGS = UPSTREAM_WARNINGS
+#: Add filters that hide them, for the whole process of a command line.
+hide_third_party_warnings = hide_upstream_warnings
 
 
 @contextlib.contextmanager
 def third_party_warnings(verbose: bool):
-    """Within: the :data:`THIRD_PARTY_WARNINGS` hidden unless ``verbose``;
-    the warning filters are restored on exit."""
-    with warnings.catch_warnings():
-        if not verbose:
-            hide_third_party_warnings()
+    """Within: the :data:`THIRD_PARTY_WARNINGS` hidden, or with ``verbose``
+    shown (the library's own scopes too); the warning filters are restored
+    on exit."""
+    with upstream_warnings_shown(verbose), quiet_upstream_warnings():
         yield
+
 
 #: Exception types whose message is written for users: shown without the
 #: type name.

@@ -19,6 +19,7 @@ from sapiens_mm.datasets.dataset_meta import dataset_meta_of_config
 from sapiens_mm.deploy.runtime import ExportedModel, is_exported_model
 from sapiens_mm.tasks import TASK_SCOPES, task_of_config
 from sapiens_mm.utils.image_io import UnreadableImageError
+from sapiens_mm.utils.upstream_warnings import quiet_upstream_warnings
 from sapiens_mm.zoo import SapiensModelInfo
 
 from ..inference import (
@@ -144,6 +145,15 @@ UnreadableImageError` naming the file. Videos and webcams are for
                  show_progress: bool = True) -> None:
         # mmengine's BaseInferencer.__init__ is not called: it would build
         # the model with its own builder and set a global default scope.
+        # mmseg's and mmpose's notes on building a model are hidden here
+        with quiet_upstream_warnings():
+            self._setup(model, weights, device, dtype, info, show_progress)
+
+    def _setup(self, model: ModelType, weights: WeightsType, device,
+               dtype: Union[torch.dtype, str],
+               info: Optional[SapiensModelInfo],
+               show_progress: bool) -> None:
+        """The constructor's work (see the class docstring)."""
         cfg, weights, info = self._resolve(model, weights, info)
         self.task = task_of_config(cfg)
         if self.task not in self.supported_tasks:

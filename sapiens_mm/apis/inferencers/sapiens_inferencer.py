@@ -50,6 +50,7 @@ from sapiens_mm.tasks import TASKS, Task
 from sapiens_mm.tracking import (
     DepthStabilizer,
 )
+from sapiens_mm.utils.upstream_warnings import quiet_upstream_warnings
 from sapiens_mm.visualization import SkeletonStyle
 from sapiens_mm.zoo import SapiensModelInfo
 
@@ -239,7 +240,8 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
             det_cat_id)
         self.device, self.dtype = resolve_device_and_dtype(device, dtype)
         self.batch_size = self.check_batch_size(batch_size)
-        resolved = resolve_models(models, tasks)
+        with quiet_upstream_warnings():  # mmseg's notes on model builds
+            resolved = resolve_models(models, tasks)
         #: The single-task inferencers, in :data:`TASKS` order.
         self.task_inferencers: Dict[str, BaseTaskInferencer] = {}
         for task in TASKS:
