@@ -240,6 +240,34 @@ UnreadableImageError` naming the file. Videos and webcams are for
                 "the pipeline's size.")
 
     @property
+    def model_label(self) -> str:
+        """What the pictures call the model (their caption): the registry
+        name of a released model, else its checkpoint's folder and file
+        name (``seg/iter_300.pth``), else its config's file name with
+        "random weights"; ", tiny demo model" for the tiny arch of the
+        tests and ``make demo``."""
+        if self.info is not None and self.info.name:
+            label = self.info.name
+        elif self.checkpoint is not None:
+            path = osp.abspath(self.checkpoint)
+            label = '/'.join(
+                [osp.basename(osp.dirname(path)), osp.basename(path)]
+            ).lstrip('/')
+        else:
+            label = (f'{osp.basename(self.cfg.filename or "config")}, random '
+                     'weights')
+        arch = self.cfg.model.get('backbone', {}).get('arch', '')
+        if isinstance(arch, str) and arch.endswith('tiny'):
+            label += ', tiny demo model'
+        return label
+
+    def caption(self) -> List[str]:
+        """The caption lines of this model's pictures
+        (:func:`~sapiens_mm.visualization.legend.add_caption`): the task
+        and :attr:`model_label`."""
+        return [f'{self.task}: {self.model_label}']
+
+    @property
     def output_layer(self) -> torch.nn.Module:
         """The eager model's last layer (the head's output conv)."""
         raise NotImplementedError
