@@ -196,7 +196,9 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
     Each call says once, in the log, when the detector found no one (and
     the whole image was used), and when every keypoint of an image scored
     below ``kpt_thr`` (so none is drawn), with a threshold that would draw
-    them.
+    them; :attr:`notices` keeps what the last call said. Each picture has a
+    caption naming its model and, for pose, where the person boxes came
+    from.
 
     Decoding, person detection and pre-processing of the next batch run in
     a worker thread while the models run on the current one, and the
@@ -301,8 +303,10 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
         self.stabilize_matting = bool(stabilize_matting)
         self.stabilize_pointmap_scale = bool(stabilize_pointmap_scale)
         self._video: Optional[VideoState] = None
-        #: What the current call has said once (see :meth:`_say_once`).
-        self._said: set = set()
+        #: What the last call said once, in the log (a fallback, a
+        #: threshold that drew nothing): ``{key: message}``, e.g. for a user
+        #: interface to show.
+        self.notices: Dict[str, str] = {}
 
     def _mask_source(self, mask_with: Optional[str]) -> Optional[str]:
         """The task whose output masks the dense outputs (see
@@ -515,7 +519,7 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
                     'show (out_dir keeps the results).')
         self.skipped = []
         self._video = None
-        self._said = set()
+        self.notices = {}
         sources = collect_sources(inputs)
         if not sources:
             raise ValueError('No input given.')
