@@ -9,10 +9,10 @@ exit code 130 (128 + SIGINT, the shells' convention).
 import argparse
 import contextlib
 import sys
+import warnings
 from typing import Any, Callable, List, Optional, Sequence
 
 from sapiens_mm.utils.upstream_warnings import (UPSTREAM_WARNINGS,
-                                                hide_upstream_warnings,
                                                 quiet_upstream_warnings,
                                                 upstream_warnings_shown)
 
@@ -27,8 +27,14 @@ INTERRUPTED_EXIT_CODE = 130
 #: Warnings of other packages a command line does not show without
 #: ``--verbose`` (see :mod:`sapiens_mm.utils.upstream_warnings`).
 THIRD_PARTY_WARNINGS = UPSTREAM_WARNINGS
-#: Add filters that hide them, for the whole process of a command line.
-hide_third_party_warnings = hide_upstream_warnings
+
+
+def hide_third_party_warnings() -> None:
+    """Add filters that hide the :data:`THIRD_PARTY_WARNINGS`, for the
+    whole process of a command line (library code uses the scope of
+    :func:`~sapiens_mm.utils.upstream_warnings.quiet_upstream_warnings`)."""
+    for category, module in THIRD_PARTY_WARNINGS:
+        warnings.filterwarnings('ignore', category=category, module=module)
 
 
 @contextlib.contextmanager

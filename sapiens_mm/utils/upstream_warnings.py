@@ -7,16 +7,17 @@ package, and mmengine's ``import pkg_resources`` makes setuptools warn that
 ``pkg_resources`` is deprecated. The library hides them only around its own
 calls that trigger them (:func:`quiet_upstream_warnings`, a
 ``warnings.catch_warnings`` scope: the filters are restored on exit); a
-command line may hide them for its whole run, and shows them inside
-:func:`upstream_warnings_shown` (``--verbose``).
+command line may hide them for its whole run
+(:func:`sapiens_mm.cli.common.hide_third_party_warnings`), and shows them
+inside :func:`upstream_warnings_shown` (``--verbose``).
 """
 import contextlib
 import contextvars
 import warnings
 from typing import Iterator, Tuple, Type
 
-__all__ = ['UPSTREAM_WARNINGS', 'hide_upstream_warnings',
-           'quiet_upstream_warnings', 'upstream_warnings_shown']
+__all__ = ['UPSTREAM_WARNINGS', 'quiet_upstream_warnings',
+           'upstream_warnings_shown']
 
 #: (category, module regex) of the warnings hidden, by the module that
 #: issues them (``warnings.filterwarnings``' ``module``).
@@ -32,13 +33,6 @@ _SHOWN: contextvars.ContextVar = contextvars.ContextVar(
     'sapiens_mm_upstream_warnings_shown', default=False)
 
 
-def hide_upstream_warnings() -> None:
-    """Add filters that hide :data:`UPSTREAM_WARNINGS` (for a whole program;
-    library code uses :func:`quiet_upstream_warnings`)."""
-    for category, module in UPSTREAM_WARNINGS:
-        warnings.filterwarnings('ignore', category=category, module=module)
-
-
 @contextlib.contextmanager
 def quiet_upstream_warnings() -> Iterator[None]:
     """Within: :data:`UPSTREAM_WARNINGS` hidden, unless inside
@@ -46,7 +40,9 @@ def quiet_upstream_warnings() -> Iterator[None]:
     exit."""
     with warnings.catch_warnings():
         if not _SHOWN.get():
-            hide_upstream_warnings()
+            for category, module in UPSTREAM_WARNINGS:
+                warnings.filterwarnings('ignore', category=category,
+                                        module=module)
         yield
 
 
