@@ -6,7 +6,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
