@@ -13,19 +13,12 @@ install stays invisible), and the install command of the set-up script."""
 import os
 import re
 import shlex
-import shutil
 import subprocess
-import sys
-import sysconfig
 import textwrap
-import venv
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ('setup.py', 'pyproject.toml', 'README.md', 'MANIFEST.in',
-           'requirements.txt', 'model-index.yml', 'sapiens_mm', 'configs')
+from venv_helpers import ROOT, copy_sources, pip_into, venv_with_stack
 
 pytestmark = pytest.mark.slow  # venvs, editable installs, interpreters
 
@@ -55,26 +48,11 @@ def _run(cmd, cwd, env):
 def _clone_and_venv(tmp: Path, install_args: list):
     """``tmp/x/sapiens_mm`` (the repository's files), a venv with the
     stack, sapiens_mm installed into it by ``install_args``."""
-    clone = tmp / 'x' / 'sapiens_mm'
-    clone.mkdir(parents=True)
-    ignore = shutil.ignore_patterns('__pycache__', '*.pyc', '.mim')
-    for name in SOURCES:
-        path = ROOT / name
-        if path.is_dir():
-            shutil.copytree(path, clone / name, ignore=ignore)
-        else:
-            shutil.copy2(path, clone / name)
+    clone = copy_sources(tmp / 'x' / 'sapiens_mm')
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
-    env_dir = tmp / 'venv'
-    venv.create(env_dir, system_site_packages=True, with_pip=False)
-    python = env_dir / 'bin' / 'python'
-    site = Path(_run([python, '-c', 'import sysconfig; print(sysconfig.'
-                      'get_paths()["purelib"])'], tmp, env).stdout.strip())
-    stack = sysconfig.get_paths()['purelib']
-    (site / 'stack.pth').write_text(stack + '\n')
+    python = venv_with_stack(tmp / 'venv')
     args = [str(clone) if a == '$ROOT' else a for a in install_args]
-    proc = _run([sys.executable, '-m', 'pip', '--python', python, 'install',
-                 '--no-index'] + args, tmp, env)
+    proc = pip_into(python, args, tmp, env)
     assert proc.returncode == 0, (args, proc.stderr[-3000:])
     (clone.parent / 'test.py').write_text(SCRIPT)
     return python, clone, env

@@ -123,17 +123,29 @@ def depth_colorbar(height: int, near: Optional[float], far: Optional[float],
     Returns:
         (height, :func:`panel_width`, 3) uint8 BGR panel.
     """
-    width = panel_width(height, image_width)
-    panel = np.full((height, width, 3), _PANEL_BG, np.uint8)
-
     def value(v):
         if v is None:
             return '-'
         return f'{v:.2f} m' if metric else f'{v:.3g}'
 
-    lines_top = ['near', value(near)]
-    lines_bottom = [value(far), 'far' if metric else 'far (relative)']
-    scale = _fit_scale(lines_top + lines_bottom, width - 8,
+    def colours(n: int) -> np.ndarray:
+        ramp = np.linspace(255, 0, n).round().astype(np.uint8)
+        return cv2.applyColorMap(ramp.reshape(-1, 1), DEPTH_COLORMAP)
+
+    return _bar_panel(height, image_width, ['near', value(near)],
+                      [value(far), 'far' if metric else 'far (relative)'],
+                      colours)
+
+
+def _bar_panel(height: int, image_width: Optional[int],
+               lines_top: Sequence[str], lines_bottom: Sequence[str],
+               colours) -> np.ndarray:
+    """A key panel: two lines of text at the top and two at the bottom, and
+    between them a vertical bar whose rows ``colours(n)`` gives ((n, 1, 3)
+    or (n, 3) uint8 BGR, top first)."""
+    width = panel_width(height, image_width)
+    panel = np.full((height, width, 3), _PANEL_BG, np.uint8)
+    scale = _fit_scale(list(lines_top) + list(lines_bottom), width - 8,
                        font_scale(height, image_width))
     (_, th), base = cv2.getTextSize('near', _FONT, scale, 1)
     line = th + base + max(2, th // 2)
@@ -145,10 +157,9 @@ def depth_colorbar(height: int, near: Optional[float], far: Optional[float],
     for i, text in enumerate(lines_bottom):
         _put(panel, text, cx, bottom + (i + 1) * line - base, scale)
     if bottom - top >= 2:
-        ramp = np.linspace(255, 0, bottom - top).round().astype(np.uint8)
-        bar = cv2.applyColorMap(ramp.reshape(-1, 1), DEPTH_COLORMAP)
+        bar = np.asarray(colours(bottom - top), np.uint8).reshape(-1, 1, 3)
         x0, x1 = width // 4, width - width // 4
-        panel[top:bottom, x0:x1] = bar.reshape(-1, 1, 3)
+        panel[top:bottom, x0:x1] = bar
     return panel
 
 
@@ -222,33 +233,21 @@ def matting_key(height: int, background: Union[Sequence[int], np.ndarray],
     Returns:
         (height, :func:`panel_width`, 3) uint8 BGR panel.
     """
-    width = panel_width(height, image_width)
-    panel = np.full((height, width, 3), _PANEL_BG, np.uint8)
     if isinstance(background, np.ndarray) and background.ndim == 3:
         bg = background[..., :3].reshape(-1, 3).mean(0)  # BGR
         bg_name = 'image'
     else:
         bg = np.asarray(background, np.float32).reshape(3)[::-1]  # to BGR
         bg_name = 'colour'
-    lines_top = ['person', 'alpha 1']
-    lines_bottom = ['alpha 0', f'bg {bg_name}']
-    scale = _fit_scale(lines_top + lines_bottom, width - 8,
-                       font_scale(height, image_width))
-    (_, th), base = cv2.getTextSize('alpha', _FONT, scale, 1)
-    line = th + base + max(2, th // 2)
-    top, bottom = 4 + 2 * line, height - 4 - 2 * line
-    cx = width // 2
-    for i, text in enumerate(lines_top):
-        _put(panel, text, cx, 4 + (i + 1) * line - base, scale)
-    for i, text in enumerate(lines_bottom):
-        _put(panel, text, cx, bottom + (i + 1) * line - base, scale)
-    if bottom - top >= 2:
-        alpha = np.linspace(1.0, 0.0, bottom - top, dtype=np.float32)[:, None]
+
+    def colours(n: int) -> np.ndarray:
+        alpha = np.linspace(1.0, 0.0, n, dtype=np.float32)[:, None]
         person = np.full(3, 220.0, np.float32)
-        ramp = alpha * person + (1.0 - alpha) * np.asarray(bg, np.float32)
-        x0, x1 = width // 4, width - width // 4
-        panel[top:bottom, x0:x1] = np.rint(ramp).astype(np.uint8)[:, None]
-    return panel
+        return np.rint(alpha * person + (1.0 - alpha) *
+                       np.asarray(bg, np.float32)).astype(np.uint8)
+
+    return _bar_panel(height, image_width, ['person', 'alpha 1'],
+                      ['alpha 0', f'bg {bg_name}'], colours)
 
 
 def caption_lines(lines: Sequence[str], width: int,
