@@ -1,54 +1,43 @@
 """sapiens_mm: OpenMMLab plugin suite for Sapiens human vision models.
 
-``import sapiens_mm`` checks the installed OpenMMLab stack, keeps
-mmpretrain's multimodal models off when Transformers 5 is installed (they do
-not import under it; see :mod:`sapiens_mm.utils.mmpretrain_compat`), then
-registers every module it provides into the upstream registries
-(mmpretrain, mmpose, mmseg, mmengine) and routes mmengine's checkpoint
-loading (local files and ``hf://`` Hub files) through the safe loader in
-:mod:`sapiens_mm.checkpoint` (see :mod:`sapiens_mm.zoo.loader`); except in
-``python -m sapiens_mm --help``, which only prints the help.
+``import sapiens_mm`` calls :func:`register_all_modules`: it checks the
+installed OpenMMLab stack, keeps mmpretrain's multimodal models off when
+Transformers 5 is installed (they do not import under it; see
+:mod:`sapiens_mm.utils.mmpretrain_compat`), then registers every module it
+provides into the upstream registries (mmpretrain, mmpose, mmseg, mmengine)
+and routes mmengine's checkpoint loading (local files and ``hf://`` Hub
+files) through the safe loader in :mod:`sapiens_mm.checkpoint` (see
+:mod:`sapiens_mm.zoo.loader`). A config's
+``custom_imports=dict(imports=['sapiens_mm'])`` does the same.
+
+The one import that waits is the package's own command line: when
+:mod:`runpy` imports the package to run :mod:`sapiens_mm.__main__` as the
+program (``python -m sapiens_mm``, ``tools/infer.py``), the registration is
+left to that program, which checks its arguments first (``--help`` and
+argument errors answer without loading torch or the OpenMMLab packages) and
+then calls :func:`register_all_modules` before it runs anything else. No
+other code runs in between, so no code sees the package unregistered. The
+import reads no command line: it only asks which code is importing it.
 """
 import sys
-from typing import List, Optional
 
 from .version import __version__
 
+_registered = False
 
-def _cli_args() -> Optional[List[str]]:
-    """The arguments of the inference command line when this process is
-    ``python -m sapiens_mm ...`` or ``python tools/infer.py ...``, else
-    None.
 
-    The package is imported before the command line's own code runs, so
-    what the command line needs first is decided here: its help needs none
-    of the modules below (whose imports, torch and the OpenMMLab packages,
-    take seconds), and its runs hide other packages' import-time warnings
-    unless ``--verbose`` (see
-    :func:`sapiens_mm.cli.common.third_party_warnings`).
+def register_all_modules() -> None:
+    """Register every module of sapiens_mm into the upstream registries and
+    route mmengine's checkpoint loading through the safe loader (see the
+    module docstring). Runs once; later calls return at once.
+
+    Raises:
+        ImportError: A required package is missing or of an unsupported
+            version (the message names it and the accepted range).
     """
-    argv = list(getattr(sys, 'orig_argv', ()))
-    i = 1  # the interpreter's options, then the module or script
-    while i < len(argv) and argv[i].startswith('-') and argv[i] != '-m':
-        i += 2 if argv[i] in ('-X', '-W', '--check-hash-based-pycs') else 1
-    if argv[i:i + 2] == ['-m', 'sapiens_mm']:
-        args = argv[i + 2:]
-    elif i < len(argv) and argv[i].replace('\\', '/').endswith(
-            'tools/infer.py'):
-        args = argv[i + 1:]
-    else:
-        return None
-    return args[:args.index('--')] if '--' in args else args
-
-
-_CLI = _cli_args()
-if _CLI is not None and '--verbose' not in _CLI:
-    from .cli.common import hide_third_party_warnings
-
-    hide_third_party_warnings()
-
-
-if _CLI is None or not {'-h', '--help'} & set(_CLI):
+    global _registered
+    if _registered:
+        return
     from .utils.mmpretrain_compat import keep_multimodal_off
     from .utils.version_check import check_versions
 
@@ -64,6 +53,34 @@ if _CLI is None or not {'-h', '--help'} & set(_CLI):
     from .zoo.loader import register_mmengine_loaders
 
     register_mmengine_loaders()
+    _registered = True
+
+
+def _imported_to_run_as_program() -> bool:
+    """Whether :mod:`runpy` is importing this package as the first step of
+    running :mod:`sapiens_mm.__main__` as the main program: ``python -m
+    sapiens_mm`` (``runpy._run_module_as_main``) or ``tools/infer.py``
+    (``runpy.run_module('sapiens_mm', run_name='__main__')``).
+
+    Read from the frames of the importing code, not from the command line:
+    a program of the user that imports sapiens_mm, or runs it through
+    ``runpy`` under another name (multiprocessing's ``__mp_main__``), gets
+    the registration at import as always.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get('__name__') == 'runpy' and \
+                frame.f_code.co_name in ('_run_module_as_main', 'run_module'):
+            local = frame.f_locals
+            return (local.get('mod_name') in ('sapiens_mm',
+                                              'sapiens_mm.__main__')
+                    and local.get('run_name', '__main__') == '__main__')
+        frame = frame.f_back
+    return False
+
+
+if not _imported_to_run_as_program():
+    register_all_modules()
 
 
 def get_config(name: str):
@@ -74,4 +91,4 @@ def get_config(name: str):
     return zoo_get_config(name)
 
 
-__all__ = ['__version__', 'get_config']
+__all__ = ['__version__', 'get_config', 'register_all_modules']

@@ -3,13 +3,20 @@
 This module is the one place that says which tasks exist, which OpenMMLab
 registry builds each task's model, and which precision names are accepted.
 Every other module imports these names; none restates them. It depends on
-nothing of the package, so any layer may import it; torch is imported when
+nothing of the package but the check that the package is itself
+(:mod:`sapiens_mm.utils.package_origin`: imported first by most entry points,
+it says so when a namespace package shadows sapiens_mm), so any layer may
+import it; torch is imported when
 a precision table (:data:`DTYPES`, :data:`ROPE_DTYPES`) is first read, so a
 command line that only needs the task names (``python -m sapiens_mm
 --help``) starts without it.
 """
 from typing import (TYPE_CHECKING, Any, Dict, Iterator, Literal, Mapping,
                     Optional, Tuple)
+
+from sapiens_mm.utils.package_origin import check_package_origin
+
+check_package_origin()
 
 if TYPE_CHECKING:
     import torch

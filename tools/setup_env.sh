@@ -116,7 +116,10 @@ pipq install --no-deps mmpose==1.3.2
 pipq install --no-deps openmim==0.3.9
 
 log "stage 4/4: sapiens_mm (editable)"
-pipq install --no-deps --no-build-isolation -e "$ROOT"
+# compat mode: the checkout itself on sys.path (a .pth line), not an import
+# hook that comes after it, so that a script beside the clone imports the
+# real package rather than the clone's folder as an empty namespace package
+pipq install --no-deps --no-build-isolation -e "$ROOT" --config-settings editable_mode=compat
 
 "$PY" -c "import sapiens_mm; print('[setup] sapiens_mm', sapiens_mm.__version__, 'imports fine')"
 echo "$WANT" > "$STAMP"

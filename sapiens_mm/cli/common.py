@@ -3,7 +3,8 @@
 
 A user error (a bad file, a wrong option, an unwritable folder...) ends the
 program with one line on stderr that says what is wrong, and exit code 1;
-the Python traceback is shown only with ``--debug``.
+the Python traceback is shown only with ``--debug``. Ctrl-C ends it with
+exit code 130 (128 + SIGINT, the shells' convention).
 """
 import argparse
 import contextlib
@@ -11,39 +12,39 @@ import sys
 import warnings
 from typing import Any, Callable, List, Optional, Sequence
 
+from sapiens_mm.utils.upstream_warnings import (UPSTREAM_WARNINGS,
+                                                quiet_upstream_warnings,
+                                                upstream_warnings_shown)
+
 __all__ = [
     'add_debug_argument', 'one_line', 'run_cli', 'THIRD_PARTY_WARNINGS',
-    'hide_third_party_warnings', 'third_party_warnings'
+    'hide_third_party_warnings', 'third_party_warnings', 'INTERRUPTED_EXIT_CODE'
 ]
 
+#: Exit code of a command line stopped by Ctrl-C: 128 + SIGINT (2).
+INTERRUPTED_EXIT_CODE = 130
+
 #: Warnings of other packages a command line does not show without
-#: ``--verbose``, by the module that issues them: mmseg's ``build_loss``
-#: deprecation (every dense model build), mmpose's note that it found a
-#: dataset metainfo file in its own package, and the deprecation of
-#: ``pkg_resources`` (imported by mmengine).
-THIRD_PARTY_WARNINGS = (
-    (UserWarning, r'mmseg\.models\.builder'),
-    (UserWarning, r'mmpose\.datasets\.datasets\.utils'),
-    (UserWarning, r'mmengine\.utils\.package_utils'),
-    (DeprecationWarning, r'pkg_resources'),
-)
+#: ``--verbose`` (see :mod:`sapiens_mm.utils.upstream_warnings`).
+THIRD_PARTY_WARNINGS = UPSTREAM_WARNINGS
 
 
 def hide_third_party_warnings() -> None:
-    """Add filters that hide the :data:`THIRD_PARTY_WARNINGS` (for a command
-    line process; library code leaves the filters alone)."""
+    """Add filters that hide the :data:`THIRD_PARTY_WARNINGS`, for the
+    whole process of a command line (library code uses the scope of
+    :func:`~sapiens_mm.utils.upstream_warnings.quiet_upstream_warnings`)."""
     for category, module in THIRD_PARTY_WARNINGS:
         warnings.filterwarnings('ignore', category=category, module=module)
 
 
 @contextlib.contextmanager
 def third_party_warnings(verbose: bool):
-    """Within: the :data:`THIRD_PARTY_WARNINGS` hidden unless ``verbose``;
-    the warning filters are restored on exit."""
-    with warnings.catch_warnings():
-        if not verbose:
-            hide_third_party_warnings()
+    """Within: the :data:`THIRD_PARTY_WARNINGS` hidden, or with ``verbose``
+    shown (the library's own scopes too); the warning filters are restored
+    on exit."""
+    with upstream_warnings_shown(verbose), quiet_upstream_warnings():
         yield
+
 
 #: Exception types whose message is written for users: shown without the
 #: type name.
@@ -76,7 +77,9 @@ def run_cli(main: Callable[[List[str]], Any],
             argv: Optional[Sequence[str]] = None,
             prog: Optional[str] = None) -> Any:
     """Run ``main(argv)`` and turn an exception into one line and exit
-    code 1 (``--debug`` in ``argv``: re-raise it with its traceback).
+    code 1 (``--debug`` in ``argv``: re-raise it with its traceback), and
+    Ctrl-C into ``<prog>: interrupted`` and exit code
+    :data:`INTERRUPTED_EXIT_CODE`.
 
     Args:
         main: The CLI body; it parses ``argv`` itself.
@@ -87,7 +90,8 @@ def run_cli(main: Callable[[List[str]], Any],
         What ``main`` returns.
 
     Raises:
-        SystemExit: Exit code 1, the message written to stderr.
+        SystemExit: Exit code 1, the message written to stderr; 130 after
+            Ctrl-C.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = prog or sys.argv[0]
@@ -96,7 +100,8 @@ def run_cli(main: Callable[[List[str]], Any],
     except KeyboardInterrupt:
         if '--debug' in argv:
             raise
-        raise SystemExit(f'{prog}: interrupted') from None
+        print(f'{prog}: interrupted', file=sys.stderr, flush=True)
+        raise SystemExit(INTERRUPTED_EXIT_CODE) from None
     except Exception as e:  # noqa: BLE001 (every error becomes one line)
         if '--debug' in argv:
             raise

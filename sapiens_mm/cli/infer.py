@@ -8,7 +8,9 @@ import json
 import os.path as osp
 from typing import List, Optional, Sequence, Union
 
+from sapiens_mm.cli.preflight import load_bboxes, model_options, preflight
 from sapiens_mm.tasks import CLI_TASKS
+from sapiens_mm.utils.media_names import is_glob, is_list_file
 from sapiens_mm.utils.sharded_names import (LAUNCHERS, MANIFEST_DIR,
                                             RANK_TIMEOUT_ENV,
                                             check_results_path,
@@ -60,7 +62,11 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'its files. Files are written atomically; unreadable or '
             'truncated images are skipped with a message, and a run where '
             'every input fails exits with an error. --export-format adds '
-            'OUT_DIR/pose_<format>/<name>.json, --save-mask OUT_DIR/mask/.'
+            'OUT_DIR/pose_<format>/<name>.json, --save-mask OUT_DIR/mask/. '
+            'Each picture has its key and a caption naming its model (and '
+            'for pose where the person boxes came from). Ctrl-C stops with '
+            'exit code 130, keeping what was written (a video up to its '
+            'last frame) and listing it in outputs.json.'
             '\n\n'
             'At scale (a list file or glob input, --launcher pytorch / '
             'slurm, --coco-results, --overwrite, or an --out-dir holding such '
@@ -286,12 +292,7 @@ def models_from_args(args: argparse.Namespace) -> dict:
         ValueError: No model, or two models for one task.
     """
     from sapiens_mm.apis.inferencers import task_of_checkpoint
-    models = {}
-    for task in CLI_TASKS:
-        ckpt = getattr(args, task)
-        cfg = getattr(args, f'{task}_config')
-        if ckpt is not None or cfg is not None:
-            models[task] = dict(config=cfg, checkpoint=ckpt)
+    models = model_options(args)
     for ckpt in args.checkpoints:
         task = task_of_checkpoint(ckpt)
         if task in models:
@@ -299,11 +300,6 @@ def models_from_args(args: argparse.Namespace) -> dict:
             raise ValueError(f'Two {task} models given ({ckpt} and '
                              f'{given}); keep one.')
         models[task] = dict(config=None, checkpoint=ckpt)
-    if not models:
-        raise ValueError('No model given: use --checkpoints CKPT [CKPT ...] '
-                         'or --pose/--seg/--depth/--normal/--pointmap/'
-                         '--albedo/--matting CKPT (and/or '
-                         '--<task>-config CFG).')
     missing = [t for t in (args.tasks or ()) if t not in models]
     if missing:
         flags = ' / '.join(f'--{t} CKPT' for t in missing)
@@ -314,29 +310,10 @@ def models_from_args(args: argparse.Namespace) -> dict:
     return models
 
 
-def _load_bboxes(text: Optional[str]):
-    if text is None:
-        return None
-    if osp.isfile(text):
-        try:
-            with open(text, encoding='utf-8') as f:
-                return json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(
-                f'--bboxes file {text} is not valid JSON ({e}); write '
-                '[[x1, y1, x2, y2], ...] in pixels.') from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise ValueError(f'--bboxes is neither a file nor JSON: {text!r}.'
-                         ) from None
-
-
 def is_sharded(args: argparse.Namespace) -> bool:
     """Whether the parsed command runs sharded (:func:`main_sharded`): a
     list file or glob input, a launcher, ``--coco-results``,
     ``--overwrite``, or an ``--out-dir`` that holds a sharded run."""
-    from sapiens_mm.apis.inferencers.utils import is_glob, is_list_file
     return (args.launcher != 'none' or args.coco_results is not None
             or args.overwrite
             or any(is_list_file(x) or is_glob(x) for x in args.inputs)
@@ -404,27 +381,40 @@ def main(argv: Optional[Sequence[str]] = None,
     args = build_parser(prog).parse_args(argv)
     from sapiens_mm.cli.common import third_party_warnings
     with third_party_warnings(args.verbose):
-        if is_sharded(args):
+        sharded = is_sharded(args)
+        # what needs no model first (a second, not the seconds torch and the
+        # OpenMMLab packages take to load)
+        preflight(args, sharded)
+        from sapiens_mm import register_all_modules
+        register_all_modules()
+        if sharded:
             return main_sharded(args)
         return _run(args)
 
 
+def _summary_entry(result: dict) -> dict:
+    """What ``outputs.json`` records of one result: its input and files."""
+    return {k: result[k] for k in ('input', 'name', 'frame_index',
+                                   'pred_files', 'vis_files', 'nonfinite')}
+
+
+def _write_summary(summary: List[dict], out_dir: str) -> None:
+    """``OUT_DIR/outputs.json``: which input each output came from (names
+    made unique)."""
+    from sapiens_mm.engine.fileio import atomic_write
+    atomic_write(json.dumps(summary, indent=1),
+                 osp.join(out_dir, 'outputs.json'))
+
+
 def _run(args: argparse.Namespace) -> List[dict]:
     """:func:`main` after parsing, in one process."""
-    if args.show:  # before any model loads: Qt aborts without a display
-        from sapiens_mm.apis.inferencers.utils.display import display_problem
-        problem = display_problem()
-        if problem:
-            raise RuntimeError(
-                f'--show needs a window, but {problem}. Run without --show: '
-                f'the results are written to --out-dir ({args.out_dir}).')
     from mmengine.logging import print_log
 
     from sapiens_mm.zoo import ConfigMismatchError
-    bboxes = _load_bboxes(args.bboxes)
+    bboxes = load_bboxes(args.bboxes)
     models = _models(args)
-    if not (args.no_save_pred and args.no_save_vis):
-        # before any model is built or run
+    save = not (args.no_save_pred and args.no_save_vis)
+    if save:  # before any model is built or run
         from sapiens_mm.engine.fileio import ensure_writable_dir
         ensure_writable_dir(args.out_dir, 'output folder (--out-dir)')
     try:
@@ -435,36 +425,45 @@ def _run(args: argparse.Namespace) -> List[dict]:
     inputs = [int(x) if x.isdigit() and not osp.exists(x) else x
               for x in args.inputs]
     summary = []
-    for result in inferencer.stream(
-            inputs,
-            out_dir=args.out_dir,
-            bboxes=bboxes,
-            no_save_pred=args.no_save_pred,
-            no_save_vis=args.no_save_vis,
-            show=args.show,
-            wait_time=args.wait_time,
-            draw_bbox=not args.no_draw_bbox,
-            max_frames=args.max_frames,
-            show_progress=not args.no_progress,
-            skeleton_style=args.skeleton_style,
-            export_formats=args.export_format,
-            save_mask=args.save_mask,
-            background=args.background,
-            alpha_bits=args.alpha_bits):
-        summary.append({
-            k: result[k]
-            for k in ('input', 'name', 'frame_index', 'pred_files',
-                      'vis_files', 'nonfinite')
-        })
+    stream = inferencer.stream(
+        inputs,
+        out_dir=args.out_dir,
+        bboxes=bboxes,
+        no_save_pred=args.no_save_pred,
+        no_save_vis=args.no_save_vis,
+        show=args.show,
+        wait_time=args.wait_time,
+        draw_bbox=not args.no_draw_bbox,
+        max_frames=args.max_frames,
+        show_progress=not args.no_progress,
+        skeleton_style=args.skeleton_style,
+        export_formats=args.export_format,
+        save_mask=args.save_mask,
+        background=args.background,
+        alpha_bits=args.alpha_bits)
+    try:
+        for result in stream:
+            summary.append(_summary_entry(result))
+    except KeyboardInterrupt as stop:
+        # Ctrl-C: keep and list what was written, then exit 130 (run_cli)
+        stream.close()  # when it came between two results: close the videos
+        summary += [_summary_entry(r) for r in getattr(stop, 'results', ())]
+        total = getattr(stop, 'total', None)
+        if summary and save:
+            _write_summary(summary, args.out_dir)
+        kept = f'kept {len(summary)}' + (f' of {total}' if total else '')
+        where = (f'; their files (each video up to its last frame, playable) '
+                 f'and outputs.json are in {args.out_dir}'
+                 if summary and save else '')
+        print_log(f'Stopped by Ctrl-C: {kept} frames (an image counts as '
+                  f'one){where}.', logger='current', level=30)
+        raise
     print_log(
         f'Sapiens {", ".join(inferencer.tasks)}: {len(summary)} image(s) / '
         f'frame(s) processed, {len(inferencer.skipped)} skipped; outputs in '
         f'{args.out_dir}', logger='current')
-    if summary and not (args.no_save_pred and args.no_save_vis):
-        # which input each output came from (names made unique)
-        from sapiens_mm.engine.fileio import atomic_write
-        atomic_write(json.dumps(summary, indent=1),
-                     osp.join(args.out_dir, 'outputs.json'))
+    if summary and save:
+        _write_summary(summary, args.out_dir)
     flagged = [r for r in summary if r['nonfinite']]
     if flagged:
         print_log(f'{len(flagged)} image(s) / frame(s) had non-finite model '
@@ -522,7 +521,7 @@ def main_sharded(args: argparse.Namespace) -> Optional[dict]:
     if args.coco_results and args.no_save_pred:
         raise ValueError('--coco-results is made from the pose .json files: '
                          'drop --no-save-pred.')
-    bboxes = _load_bboxes(args.bboxes)
+    bboxes = load_bboxes(args.bboxes)
     if bboxes is not None and len(bboxes) and isinstance(
             bboxes[0], (list, tuple)) and bboxes[0] and isinstance(
                 bboxes[0][0], (list, tuple)):

@@ -331,29 +331,36 @@ def format_table(rows: List[dict]) -> str:
     return '\n'.join(lines)
 
 
-def run_commands(checkpoints: Dict[str, str]) -> List[str]:
-    """The lines that tell how to run the trained models on a photo and on
-    a video: ``python -m sapiens_mm`` with each checkpoint alone (each
-    carries its config), paths relative to the current folder when inside
-    it.
+def run_commands(checkpoints: Dict[str, str], photo: str) -> List[str]:
+    """The lines that tell how to run the trained models: the command on
+    the demo's photograph (each checkpoint alone: each carries its config),
+    the web demo over them, and what to put in the photo's place; paths
+    relative to the current folder when inside it, the interpreter as
+    :func:`~sapiens_mm.utils.commands.python_command` names it, so that the
+    commands run as printed, with the environment activated or not.
 
     Args:
         checkpoints: ``{task: checkpoint path}``.
+        photo: The photograph the inference ran on.
     """
+    from sapiens_mm.utils.commands import python_command
+
     def rel(path: str) -> str:
         path = osp.abspath(path)
         inside = osp.relpath(path)
         return inside if not inside.startswith('..') else path
 
+    python = python_command()
     models = ' '.join(f'--{task} {rel(ckpt)}'
                       for task, ckpt in checkpoints.items())
+    work_dir = rel(osp.dirname(osp.dirname(next(iter(checkpoints.values())))))
     return [
-        'run the trained models on your own photo and video:',
-        f'  python -m sapiens_mm photo.jpg {models} --out-dir outputs',
-        f'  python -m sapiens_mm video.mp4 {models} --out-dir outputs',
-        '  (results in outputs/<task>/; python -m sapiens_mm --help for '
-        'the options; the web demo: python demo/web_demo.py --checkpoints '
-        f'{rel(osp.dirname(osp.dirname(next(iter(checkpoints.values())))))})',
+        'run the trained models on a photo (results in outputs/<task>/):',
+        f'  {python} -m sapiens_mm {rel(photo)} {models} --out-dir outputs',
+        '  (your own photo, a folder, a video or a webcam index works in its'
+        f' place; {python} -m sapiens_mm --help lists the options)',
+        'or in the browser (then open http://127.0.0.1:7860):',
+        f'  {python} demo/web_demo.py --checkpoints {work_dir}',
     ]
 
 
@@ -428,7 +435,10 @@ def run_demo(settings: DemoSettings,
     h, w = settings.image_size
     people = ('one person' if settings.max_people == 1 else
               f'1-{settings.max_people} people')
-    echo(f'[1/4] rendering {settings.num_train} + {settings.num_val} '
+    # one numbered step each: rendering, each task's training, inference,
+    # the results
+    steps = 3 + len(settings.tasks)
+    echo(f'[1/{steps}] rendering {settings.num_train} + {settings.num_val} '
           f'synthetic images ({people} each) at {h}x{w} into {data_root}')
     write_dataset(data_root, settings.num_train, settings.num_val,
                   seed=settings.seed, size=settings.image_size,
@@ -443,9 +453,9 @@ def run_demo(settings: DemoSettings,
         cfg = adapt_config(Config.fromfile(osp.join(config_dir, spec.config)),
                            task, data_root, work_dir, settings)
         ih, iw = settings.input_sizes[task]
-        echo(f'[2/4] {task} ({i + 1}/{len(settings.tasks)}, input '
-              f'{ih}x{iw}): evaluate, train {settings.iters[task]} '
-              f'iterations, evaluate (log: {work_dir})')
+        echo(f'[{i + 2}/{steps}] {task} (input {ih}x{iw}): evaluate, '
+             f'train {settings.iters[task]} iterations, evaluate (log: '
+             f'{work_dir})')
         # A name of its own per task (mmengine keys its loggers and scopes
         # by experiment name): each task's log goes to its own work_dir.
         cfg.experiment_name = f'demo_{task}_{time.strftime("%Y%m%d_%H%M%S")}'
@@ -467,11 +477,12 @@ def run_demo(settings: DemoSettings,
                        higher_is_better=m.higher_is_better, unit=m.unit,
                        train_s=train_s)
             rows.append(row)
-            echo(f"      {m.name}: {row['before']:.4g} -> "
-                  f"{row['after']:.4g}")
+            echo(f"      {m.name}: {row['before']:.4g}{m.unit} -> "
+                 f"{row['after']:.4g}{m.unit}")
         del runner
 
-    echo('[3/4] inference on held-out images and a real photograph')
+    echo(f'[{steps - 1}/{steps}] inference on held-out images and a real '
+         'photograph')
     # The inference's warnings (e.g. every keypoint below the drawing
     # threshold) reach the console; its info lines do not.
     MMLogger.get_instance('sapiens_demo_inference', log_level='WARNING')
@@ -501,16 +512,17 @@ def run_demo(settings: DemoSettings,
 
     elapsed = time.perf_counter() - start
     table = format_table(rows)
-    echo('[4/4] results on the held-out split '
-          f'({settings.num_val} images, trained on {settings.num_train})')
+    echo(f'[{steps}/{steps}] results on the held-out split '
+         f'({settings.num_val} images, trained on {settings.num_train})')
     echo(table)
     for what, path in vis_dirs.items():
         echo(f'visualisations of {what}: {path}/<task>/*.png '
-              '(skeleton overlay, part colours, depth colour map, normal RGB,'
-              ' matting composite) next to the predictions (.json / .npy)')
+             '(skeleton overlay, part colours, depth colour map, normal RGB,'
+             ' matting composite; each captioned with its model) next to the '
+             'predictions (.json / .npy)')
     echo(f'trained checkpoints (each carries its config), configs '
          f'({DEMO_CONFIG_NAME}) and logs: {out}/<task>/')
-    for line in run_commands(checkpoints):
+    for line in run_commands(checkpoints, photo):
         echo(line)
     echo(f'elapsed: {elapsed:.0f} s ({elapsed / 60:.1f} min)')
     (out / 'results.md').write_text(table + '\n')

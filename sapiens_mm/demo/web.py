@@ -29,6 +29,7 @@ from mmengine.logging import print_log
 from sapiens_mm.apis.inferencers import task_of_checkpoint
 from sapiens_mm.cli.common import one_line
 from sapiens_mm.tasks import CLI_TASKS, TASK_VERSIONS
+from sapiens_mm.utils.media_names import CHECKPOINT_EXTENSIONS
 from sapiens_mm.zoo import (ConfigMismatchError, lookup_card,
                             shipped_config)
 
@@ -42,7 +43,6 @@ TINY_CHOICE = 'tiny (random weights, no download)'
 #: without checkpoints (matting's is the Sapiens2 one).
 DEMO_TASKS: Tuple[str, ...] = tuple(
     t for t in CLI_TASKS if 1 in TASK_VERSIONS[t] or t == 'matting')
-_CKPT_EXTENSIONS = ('.pth', '.pt', '.bin', '.safetensors', '.onnx', '.pt2')
 _PANEL_HEIGHT = 512
 
 
@@ -57,11 +57,13 @@ def find_checkpoints(paths: Sequence[str]) -> Dict[str, Dict[str, str]]:
     when it is first chosen.
 
     Returns:
-        ``{task: {label: path or model name}}`` with the file name (or the
-        model name) as label.
+        ``{task: {label: path or model name}}``: a released model under its
+        name, a file under its path from the folder given, that folder's
+        name included (``demo/seg/iter_300.pth`` for ``work_dirs/demo``), or
+        its folder and name when the file itself was given.
     """
     found: Dict[str, Dict[str, str]] = {t: {} for t in DEMO_TASKS}
-    files: List[Path] = []
+    files: List[Tuple[Path, str]] = []
     for text in paths:
         path = Path(text).expanduser()
         card = None if path.exists() else lookup_card(text)
@@ -69,13 +71,16 @@ def find_checkpoints(paths: Sequence[str]) -> Dict[str, Dict[str, str]]:
             # a released model: downloaded when it is first chosen
             found[card.task][card.name] = card.name
         elif path.is_dir():
-            files += sorted(p for p in path.rglob('*')
-                            if p.suffix.lower() in _CKPT_EXTENSIONS)
+            root = path.resolve()
+            files += [(p, (Path(root.name) / p.relative_to(path)).as_posix())
+                      for p in sorted(path.rglob('*'))
+                      if p.suffix.lower() in CHECKPOINT_EXTENSIONS]
         elif path.is_file():
-            files.append(path)
+            files.append((path, (Path(path.resolve().parent.name)
+                                 / path.name).as_posix()))
         else:
             raise FileNotFoundError(f'Checkpoint path not found: {path}')
-    for f in files:
+    for f, label in files:
         try:
             task = task_of_checkpoint(f)
         except Exception as e:  # noqa: BLE001 (unreadable: left out, said)
@@ -83,7 +88,7 @@ def find_checkpoints(paths: Sequence[str]) -> Dict[str, Dict[str, str]]:
                       logger='current', level=30)
             continue
         if task in found:
-            found[task][f.name] = str(f)
+            found[task][label] = str(f)
     return found
 
 
@@ -116,24 +121,37 @@ def _panel(img: np.ndarray, title: str) -> np.ndarray:
 
 
 def side_by_side(panels: Sequence[Tuple[str, np.ndarray]],
-                 per_row: int = 2) -> np.ndarray:
-    """Panels (title, BGR image), ``per_row`` next to each other, 8 px
-    apart, rows 8 px apart, on white (BGR).
+                 per_row: int = 2, max_width: int = 1800) -> np.ndarray:
+    """Panels (title, BGR image), up to ``per_row`` next to each other while
+    a row stays within ``max_width`` pixels, 8 px apart, rows 8 px apart,
+    on white (BGR).
 
     Each panel is 512 px high (plus its title bar) with its key (part
-    legend, depth colour bar, normal sphere) at the same scale as the
-    image: two per row keep the image about as wide as a browser page
-    shows it at full width, so the keys stay readable.
+    legend, depth colour bar, normal sphere) and caption at the same scale
+    as the image: two portrait or photo panels per row keep the image about
+    as wide as a browser page shows it at full width, and a wide image
+    gets a row of its own, so the keys stay readable (they are sized for
+    wide images too: :func:`~sapiens_mm.visualization.legend.display_size`).
     """
     gap = 8
+    scaled = [_panel(img, title) for title, img in panels]
+    groups: List[List[np.ndarray]] = []
+    for panel in scaled:
+        row = groups[-1] if groups else None
+        if row is None or len(row) == per_row or sum(
+                p.shape[1] + gap for p in row) + panel.shape[1] > max_width:
+            groups.append([panel])
+        else:
+            row.append(panel)
     rows = []
-    for start in range(0, len(panels), per_row):
+    for group in groups:
+        height = max(p.shape[0] for p in group)
         parts = []
-        for i, (title, img) in enumerate(panels[start:start + per_row]):
+        for i, panel in enumerate(group):
             if i:
-                parts.append(np.full((_PANEL_HEIGHT + 28, gap, 3), 255,
-                                     np.uint8))
-            parts.append(_panel(img, title))
+                parts.append(np.full((height, gap, 3), 255, np.uint8))
+            parts.append(np.pad(panel, ((0, height - panel.shape[0]), (0, 0),
+                                        (0, 0)), constant_values=255))
         rows.append(np.concatenate(parts, axis=1))
     width = max(r.shape[1] for r in rows)
     out = []
@@ -299,6 +317,10 @@ class WebDemo:
         shape = 'x'.join(map(str, img.shape[1::-1]))
         status = (f'Ran {", ".join(t for t in DEMO_TASKS if t in tasks)} on '
                   f'{name} ({shape}); {len(files)} file(s) to download.')
+        # what the command line says in its log (the detector found no one,
+        # no keypoint above the threshold), here in the page
+        status += ''.join(f'\n\n**Note:** {message}'
+                          for message in inferencer.notices.values())
         return side_by_side(panels)[..., ::-1], files, status
 
     def _new_run_dir(self) -> str:

@@ -10,6 +10,8 @@ first use, and importing this package does not import the front end.
 """
 import importlib
 
+import sapiens_mm.utils  # noqa: F401  (first: says when sapiens_mm is shadowed)
+
 from .metadata import OUTPUT_NAMES, read_metadata
 from .runtime import (
     EXPORTED_SUFFIXES,

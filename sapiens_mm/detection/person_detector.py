@@ -115,9 +115,19 @@ class PersonDetector(metaclass=ABCMeta):
             scale of the scores differs between detectors).
         default_min_box_size: Longer box side (pixels) the curation keeps
             by default.
+        fallback: Why this detector stands in for the one asked for (set by
+            ``build_person_detector('auto')`` when RTMDet-m cannot run,
+            e.g. ``'RTMDet-m weights not cached'``), else None. Drawn on the
+            pose pictures beside :attr:`label`.
     """
     default_score_thr: float = 0.3
     default_min_box_size: float = 0.0
+    fallback: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        """A short name for people to read (pictures, log lines)."""
+        return type(self).__name__
 
     @abstractmethod
     def __call__(self, img: np.ndarray) -> BoxesScores:
@@ -182,6 +192,10 @@ class OpenCVPersonDetector(PersonDetector):
         self.method = method
         self.max_side = max_side
 
+    @property
+    def label(self) -> str:
+        return f'OpenCV {self.method.upper() if self.method == "hog" else "Haar"}'
+
     def describe(self) -> dict:
         return dict(name=f'opencv-{self.method}', max_side=self.max_side)
 
@@ -243,6 +257,10 @@ class OpenCVFaceDetector(PersonDetector):
         self.scale_factor = scale_factor
         self.min_neighbors = min_neighbors
 
+    @property
+    def label(self) -> str:
+        return 'OpenCV face'
+
     def describe(self) -> dict:
         return dict(name=self.name,
                     cascade=self.cascade_file,
@@ -276,6 +294,8 @@ class MMDetPersonDetector(PersonDetector):
         cat_ids: Category index (or indices) of "person" in the
             detector's classes. Defaults to 0 (COCO and the Sapiens RTMDet
             person detector).
+        label: Its name for people to read (:attr:`label`); None: the
+            config's file name.
 
     Scores are the detector's class scores in [0, 1]; the curation
     defaults follow the Sapiens paper (score above 0.9, box above 300 px).
@@ -287,7 +307,8 @@ class MMDetPersonDetector(PersonDetector):
                  config,
                  checkpoint: Optional[str] = None,
                  device: str = 'cpu',
-                 cat_ids: Union[int, Sequence[int]] = 0) -> None:
+                 cat_ids: Union[int, Sequence[int]] = 0,
+                 label: Optional[str] = None) -> None:
         try:
             from mmdet.apis import init_detector
         except ImportError as e:
@@ -302,11 +323,23 @@ class MMDetPersonDetector(PersonDetector):
             if isinstance(path, str) and not osp.isfile(path):
                 raise FileNotFoundError(f'Detector {what} not found: {path}')
         self.config, self.checkpoint = config, checkpoint
+        self._label = label
         with DefaultScope.overwrite_default_scope('mmdet'):
             self.model = init_detector(config, checkpoint, device=device)
         self.cat_ids = tuple(
             int(c) for c in ((cat_ids, ) if isinstance(cat_ids, int) else
                              cat_ids))
+
+    @property
+    def label(self) -> str:
+        """The ``label`` given, else the config's file name without its
+        ending (``rtmdet_m_640-8xb32_coco-person``), else ``'mmdet
+        detector'``."""
+        if self._label:
+            return self._label
+        if isinstance(self.config, str):
+            return osp.splitext(osp.basename(self.config))[0]
+        return 'mmdet detector'
 
     def describe(self) -> dict:
         def where(f):
@@ -347,46 +380,69 @@ def mmdet_import_error() -> Optional[str]:
     return None
 
 
+def _fetch_problem(error: Exception) -> str:
+    """Why the RTMDet-m weights could not be had, in a few words."""
+    from sapiens_mm.zoo import (CorruptDownloadError, GatedModelError,
+                                HubError, ModelFileMissingError)
+    if isinstance(error, GatedModelError):
+        return 'their Hub repository is gated (set HF_TOKEN)'
+    if isinstance(error, CorruptDownloadError):
+        return 'the download was corrupt'
+    if isinstance(error, ModelFileMissingError):
+        return 'their Hub repository lacks the file'
+    if isinstance(error, HubError):
+        return 'the Hugging Face Hub could not be reached'
+    return (f'they could not be loaded ({type(error).__name__}: '
+            f'{" ".join(str(error).split())[:80]})')
+
+
 def _auto_detector(device: str, det_cat_ids: Union[int, Sequence[int]]
                    ) -> PersonDetector:
     """``detector='auto'``: the official RTMDet-m person detector when
     mmdet runs here and its weights are cached or can be downloaded, else
-    OpenCV's HOG detector; one log line says which and why."""
+    OpenCV's HOG detector; one short log line says which and why (the
+    details of a failed download at debug level)."""
     # the registry sits above this package: imported here
+    from sapiens_mm.utils.commands import python_command
     from sapiens_mm.zoo import HubError, NotCachedError, fetch, find_card
     from sapiens_mm.zoo.hub import cached_file, is_offline
     card = find_card(AUTO_DETECTOR)
-    hint = ('RTMDet-m, the official Sapiens person detector, is the '
-            'default where mmdet runs and its weights are in the Hugging '
-            'Face cache or can be downloaded')
-    problem = mmdet_import_error()
-    level = 20
-    if problem is None and is_offline() and cached_file(card) is None:
-        problem = ('HF_HUB_OFFLINE is set and its weights are not in the '
-                   'Hugging Face cache (`python tools/download.py rtmdet-m` '
-                   'where the Hub is reachable)')
-    elif problem is not None:
-        problem += ' (`mim install "mmdet>=3.1"` or `pip install mmdet`)'
-    if problem is None:
+    download = f'`{python_command()} tools/download.py rtmdet-m`'
+    problem, level = mmdet_import_error(), 20
+    if problem is not None:
+        fallback = 'mmdet not installed' if 'not installed' in problem \
+            else 'mmdet does not import'
+        problem += ' (RTMDet-m needs it: pip install mmdet)'
+    elif is_offline() and cached_file(card) is None:
+        fallback = 'RTMDet-m weights not cached'
+        problem = (f"RTMDet-m's weights are not cached and HF_HUB_OFFLINE is "
+                   f'set ({download} where the Hub is reachable)')
+    else:
         try:
             weights = fetch(card)
             detector = MMDetPersonDetector(str(card.config), weights, device,
-                                           det_cat_ids)
-        except NotCachedError as e:
-            problem = str(e)
+                                           det_cat_ids, label='RTMDet-m')
+        except NotCachedError:
+            fallback = 'RTMDet-m weights not cached'
+            problem = (f"RTMDet-m's weights are not cached ({download} "
+                       'where the Hub is reachable)')
         except (HubError, ImportError, OSError) as e:
-            problem = (f'its weights could not be fetched or loaded ({e}); '
-                       '`python tools/download.py rtmdet-m` downloads them')
+            print_log(f'RTMDet-m person detector: {e}', logger='current',
+                      level=10)
+            fallback = 'RTMDet-m weights not downloaded'
+            problem = (f"RTMDet-m's weights could not be fetched: "
+                       f'{_fetch_problem(e)}; {download} gets them')
             level = 30
         else:
-            print_log(f'Person detector: {card.name} (RTMDet-m, mmdet; '
-                      f'{card.repo_id}), the default where mmdet runs; '
-                      '--detector hog for the built-in OpenCV detector.',
+            print_log(f'Person detector: RTMDet-m ({card.repo_id}); '
+                      '--detector hog for OpenCV\'s, without download.',
                       logger='current')
             return detector
-    print_log(f'Person detector: OpenCV HOG (no download), because '
-              f'{problem}. {hint}.', logger='current', level=level)
-    return OpenCVPersonDetector('hog')
+    print_log(f'Person detector: OpenCV HOG, because {problem}.',
+              logger='current', level=level)
+    detector = OpenCVPersonDetector('hog')
+    detector.fallback = fallback
+    return detector
 
 
 def build_person_detector(
@@ -449,7 +505,7 @@ def build_person_detector(
     card = lookup_card(str(detector))
     if card is not None and card.task == 'detection':
         return MMDetPersonDetector(str(card.config), fetch(card), device,
-                                   det_cat_ids)
+                                   det_cat_ids, label=card.name)
     raise ValueError(f'Unknown detector {detector!r}: use "auto", "hog", '
                      '"haar", "face", "none", "rtmdet-m" (the official '
                      'Sapiens person detector, downloaded), a PersonDetector,'

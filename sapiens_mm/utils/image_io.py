@@ -13,6 +13,7 @@ from mmengine.fileio import get as get_bytes
 from PIL import Image, ImageOps
 
 from .env_numbers import env_positive_number
+from .media_names import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS
 
 __all__ = [
     'IMAGE_EXTENSIONS', 'VIDEO_EXTENSIONS', 'UnreadableImageError',
@@ -22,12 +23,6 @@ __all__ = [
     'truncation_problem'
 ]
 
-#: File name endings (case-insensitive) treated as images.
-IMAGE_EXTENSIONS: Tuple[str, ...] = ('.jpg', '.jpeg', '.png', '.bmp', '.tif',
-                                     '.tiff', '.webp')
-#: File name endings (case-insensitive) treated as videos.
-VIDEO_EXTENSIONS: Tuple[str, ...] = ('.mp4', '.avi', '.mov', '.mkv', '.webm',
-                                     '.m4v', '.mpg', '.mpeg', '.wmv')
 
 
 #: Environment variables that set the image size limits (pixels, long

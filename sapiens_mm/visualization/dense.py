@@ -115,7 +115,7 @@ def draw_depth(depth: np.ndarray,
     near = far = None
     if valid.any():
         near, far = float(depth[valid].min()), float(depth[valid].max())
-    bar = depth_colorbar(depth.shape[0], near, far, metric)
+    bar = depth_colorbar(depth.shape[0], near, far, metric, depth.shape[1])
     return np.concatenate([colorize_depth(depth, mask), bar], axis=1)
 
 
@@ -132,5 +132,5 @@ def draw_normal(normal: np.ndarray,
         (H, W + key width, 3) uint8 BGR.
     """
     vis = colorize_normal(normal, mask)
-    key = normal_key(vis.shape[0], colorize_normal)
+    key = normal_key(vis.shape[0], colorize_normal, vis.shape[1])
     return np.concatenate([vis, key], axis=1)

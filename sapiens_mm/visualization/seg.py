@@ -1,7 +1,7 @@
 """Drawing body-part segmentations (OpenCV, BGR uint8): part colours
 blended over the image, with a legend of the parts present, in the
 vocabulary's palette (package data, RGB)."""
-from typing import List, Mapping, Sequence, Tuple, Union
+from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
 import cv2
 import numpy as np
@@ -9,33 +9,45 @@ import numpy as np
 from sapiens_mm.datasets.metainfo import load_body_part_classes
 
 from .color import rgb_to_bgr
+from .legend import display_size
 
 __all__ = ['draw_seg']
 
 
 def _legend(height: int, entries: List[Tuple[str, Sequence[int]]],
-            all_names: Sequence[str]) -> np.ndarray:
+            all_names: Sequence[str],
+            image_width: Optional[int] = None) -> np.ndarray:
     """A white panel listing (name, RGB colour) entries, ``height`` tall.
 
     Its width and row height depend only on ``all_names`` (the vocabulary)
-    and ``height``, so every frame of a video gets the same panel size.
+    and the image's size, so every frame of a video gets the same panel
+    size. The rows are sized for the picture as it is shown
+    (:func:`~sapiens_mm.visualization.legend.display_size`): a wide image
+    gets larger rows in more columns; an image too small for every row
+    lists the first ones.
     """
-    row = int(np.clip(height // max(len(all_names), 1), 8, 28))
+    n = max(len(all_names), 1)
+    ref = display_size(height, image_width)
+    columns = max(1, -(-ref // height))
+    row = int(np.clip((height - 4) // -(-n // columns), 8,
+                      28 * ref / height))
+    per_column = max(1, (height - 4) // row)
+    columns = min(columns, -(-n // per_column))
     scale = row / 32.0
     text_w = max([
         cv2.getTextSize(name, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)[0][0]
         for name in all_names
     ] or [0])
-    width = row + 6 + text_w + 6
-    panel = np.full((height, width, 3), 255, np.uint8)
-    for i, (name, color) in enumerate(entries):
-        y = 2 + i * row
-        if y + row > height:
-            break
-        cv2.rectangle(panel, (3, y + 1), (3 + row - 3, y + row - 2),
+    column_w = row + 6 + text_w + 6
+    panel = np.full((height, column_w * columns, 3), 255, np.uint8)
+    thick = max(1, int(round(scale)))
+    for i, (name, color) in enumerate(entries[:per_column * columns]):
+        column, r = divmod(i, per_column)
+        x, y = column * column_w, 2 + r * row
+        cv2.rectangle(panel, (x + 3, y + 1), (x + 3 + row - 3, y + row - 2),
                       rgb_to_bgr(color), -1)
-        cv2.putText(panel, name, (row + 4, y + int(row * 0.75)),
-                    cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0), 1,
+        cv2.putText(panel, name, (x + row + 4, y + int(row * 0.75)),
+                    cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0), thick,
                     cv2.LINE_AA)
     return panel
 
@@ -55,7 +67,8 @@ def draw_seg(img: np.ndarray,
         opacity: Weight of the part colours (background included). Defaults
             to 0.5 (official demo).
         legend: Append a panel on the right naming the classes present
-            (its size depends only on the vocabulary and the image height).
+            (its size depends only on the vocabulary and the image size;
+            a wide image gets larger rows in more columns).
 
     Returns:
         (H, W (+ legend width), 3) uint8 BGR drawing.
@@ -85,5 +98,6 @@ def draw_seg(img: np.ndarray,
         return canvas
     present = np.unique(labels)
     entries = [(info['classes'][c], info['palette'][c]) for c in present]
-    panel = _legend(canvas.shape[0], entries, info['classes'])
+    panel = _legend(canvas.shape[0], entries, info['classes'],
+                    canvas.shape[1])
     return np.concatenate([canvas, panel], axis=1)

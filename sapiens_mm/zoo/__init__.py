@@ -4,7 +4,15 @@ Hub (:mod:`.hub`), their shipped configs, recognition of checkpoint files by
 name or by weights (:mod:`.model_zoo`), the config a checkpoint carries
 (:mod:`.config_match`), and mmengine's checkpoint schemes (:mod:`.loader`:
 local files and ``hf://``, fetched once per node in distributed jobs by
-:mod:`.dist_fetch`)."""
+:mod:`.dist_fetch`).
+
+The registry (:mod:`.cards`: YAML and the standard library) is imported
+with the package; the other modules, which need torch, when one of their
+names is first used, so that a command line can check model names before
+torch loads.
+"""
+import importlib
+
 from .cards import (
                     ModelCard,
                     UnknownModelError,
@@ -13,36 +21,35 @@ from .cards import (
                     lookup_card,
                     model_cards,
 )
-from .config_match import (ConfigMismatchError, checkpoint_config,
-                           config_mismatches)
-from .dist_fetch import fetch_url_on_nodes
-from .hub import (
-                    CorruptDownloadError,
-                    GatedModelError,
-                    HubAnswerError,
-                    HubError,
-                    HubLimits,
-                    HubTimeoutError,
-                    ModelFileMissingError,
-                    NotCachedError,
-                    fetch,
-                    fetch_url,
-                    resolve_checkpoint,
-)
-from .model_zoo import (
-                    EMBED_DIMS_TO_SIZE,
-                    SAPIENS2_EMBED_DIMS_TO_SIZE,
-                    SapiensModelInfo,
-                    UnrecognizedCheckpointError,
-                    config_path,
-                    config_root,
-                    get_config,
-                    parse_checkpoint_name,
-                    recognize_checkpoint,
-                    recognize_state_dict,
-                    shipped_config,
-                    with_official_dataset_meta,
-)
+
+#: The names of the modules that need torch, by module.
+_LAZY = {
+    'config_match': ('ConfigMismatchError', 'checkpoint_config',
+                     'config_mismatches'),
+    'dist_fetch': ('fetch_url_on_nodes', ),
+    'hub': ('CorruptDownloadError', 'GatedModelError', 'HubAnswerError',
+            'HubError', 'HubLimits', 'HubTimeoutError',
+            'ModelFileMissingError', 'NotCachedError', 'fetch', 'fetch_url',
+            'resolve_checkpoint'),
+    'model_zoo': ('EMBED_DIMS_TO_SIZE', 'SAPIENS2_EMBED_DIMS_TO_SIZE',
+                  'SapiensModelInfo', 'UnrecognizedCheckpointError',
+                  'config_path', 'config_root', 'get_config',
+                  'parse_checkpoint_name', 'recognize_checkpoint',
+                  'recognize_state_dict', 'shipped_config',
+                  'with_official_dataset_meta'),
+}
+_MODULE_OF = {name: module for module, names in _LAZY.items()
+              for name in names}
+
+
+def __getattr__(name: str):
+    if name not in _MODULE_OF:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    value = getattr(importlib.import_module(f'.{_MODULE_OF[name]}', __name__),
+                    name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     'SapiensModelInfo', 'UnrecognizedCheckpointError', 'EMBED_DIMS_TO_SIZE',

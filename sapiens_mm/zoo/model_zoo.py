@@ -154,12 +154,15 @@ class SapiensModelInfo:
         source: ``'name'``, ``'keys'`` or ``'registry'``: what the facts
             were read from (the file name, the weights, a registry model).
         version: 1 (Sapiens) or 2 (Sapiens2).
+        name: The registry name of a registry model (``source ==
+            'registry'``), else None.
     """
     task: str
     size: str
     dataset: Optional[str] = None
     source: str = 'name'
     version: int = 1
+    name: Optional[str] = None
 
     @property
     def config(self) -> Path:

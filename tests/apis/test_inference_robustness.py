@@ -238,8 +238,9 @@ def test_unwritable_out_dir_is_reported_before_the_model_is_built(
     blocker.write_text('')
     img = tmp_path / 'a.png'
     cv2.imwrite(str(img), image(40, 30, 10))
-    # the checkpoint does not even exist: the out-dir check comes first
-    msg = _cli_error(capsys, str(img), '--seg', str(tmp_path / 'no.pth'),
+    # a released model not in the (offline, empty) cache: the out-dir check
+    # comes before its download would be tried
+    msg = _cli_error(capsys, str(img), '--seg', 'sapiens2-seg-0.4b',
                      '--out-dir', str(blocker / 'out'))
     assert 'Cannot write to the output folder (--out-dir)' in msg
     assert str(blocker / 'out') in msg

@@ -97,13 +97,14 @@ def test_outputs_and_files(inferencer, tmp_path):
         assert path == str(out / task / 'person.png')
         vis = cv2.imread(path)
         np.testing.assert_array_equal(vis, res['visualization'][task])
-        assert vis.shape[0] == h
+        # the picture, then its caption below (the model's name)
+        assert vis.shape[0] > h
         # seg, depth and normals have their key on the right, pose is
         # image-sized
         assert vis.shape[1] == w if task == 'pose' else vis.shape[1] > w
     # background is black in the depth / normal drawings
-    assert (res['visualization']['depth'][:, :w][~fg] == 0).all()
-    assert (res['visualization']['normal'][:, :w][~fg] == 0).all()
+    assert (res['visualization']['depth'][:h, :w][~fg] == 0).all()
+    assert (res['visualization']['normal'][:h, :w][~fg] == 0).all()
 
 
 def test_batch_equals_one_by_one(inferencer, monkeypatch):
@@ -310,7 +311,8 @@ def test_astronaut_all_tasks_end_to_end(tmp_path):
     assert pred['pose']['bbox_source'] in ('detector', 'whole_image')
     for task in ('pose', 'seg', 'depth', 'normal'):
         assert os.path.isfile(res['pred_files'][task])
-        assert cv2.imread(res['vis_files'][task]).shape[0] == 512
+        # the picture, its caption below
+        assert cv2.imread(res['vis_files'][task]).shape[0] > 512
 
 
 def test_bf16(inferencer):
@@ -463,8 +465,15 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
 
     monkeypatch.setattr(inferencers, 'SapiensInferencer', Recorder)
     # --show: as on a machine with a display
-    monkeypatch.setattr(inferencers.utils.display, 'display_problem',
-                        lambda: None)
+    import sapiens_mm.cli.preflight as preflight
+    monkeypatch.setattr(preflight, 'display_problem', lambda: None)
+    # the files the options name (checked before any model loads)
+    monkeypatch.chdir(tmp_path)
+    for name in ('a.jpg', 'b.png', 'p.pth', 'p.py', 'd.onnx', 'n.py',
+                 'pm.pth', 'pm.py', 'al.py', 'm.py', 's.py', 'det.py',
+                 'det.pth',
+                 'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth'):
+        (tmp_path / name).write_text('')
     boxes = tmp_path / 'boxes.json'
     boxes.write_text('[[1, 2, 30, 40, 0.9]]')
     out = tmp_path / 'out'

@@ -14,6 +14,7 @@ from sapiens_mm.apis import DenseInferencer, SapiensInferencer
 from sapiens_mm.apis.inference import init_model, set_input_size
 from sapiens_mm.cli.infer import cli
 from sapiens_mm.utils.matting import alpha_to_png, composite, matting_cutout
+from sapiens_mm.visualization import matting_key
 
 ROOT = Path(__file__).resolve().parents[2]
 MATTING = ROOT / ('configs/sapiens2/matting/'
@@ -65,15 +66,20 @@ def test_sapiens_inferencer_matting_files(matting_ckpt, tmp_path):
     rgba = cv2.imread(files['matting_rgba'], cv2.IMREAD_UNCHANGED)
     assert np.array_equal(rgba, matting_cutout(matte[..., :3], alpha))
     vis = cv2.imread(res['vis_files']['matting'])
-    assert np.array_equal(vis, composite(matte[..., :3], alpha,
-                                         (255, 255, 255)))
+    # the composite, its key on the right (alpha 1 to 0 over the
+    # background) and the caption below
+    assert np.array_equal(vis[:70, :50], composite(matte[..., :3], alpha,
+                                                   (255, 255, 255)))
+    np.testing.assert_array_equal(
+        vis[:70, 50:], matting_key(70, (255, 255, 255), 50))
+    assert vis.shape[0] > 70
     # the same matte as the eager estimator's own post-processing
     dense = DenseInferencer(cfg, ckpt, device='cpu', show_progress=False)
     out = dense(str(tmp_path / 'photo.png'), background=(0, 0, 255),
                 return_vis=True, pred_out_dir=str(tmp_path / 'dense'),
                 alpha_bits=8)
     assert np.array_equal(out['predictions'][0], matte)
-    assert np.array_equal(out['visualization'][0],
+    assert np.array_equal(out['visualization'][0][:70, :50],
                           composite(matte[..., :3], alpha, (0, 0, 255)))
     alpha8 = cv2.imread(str(tmp_path / 'dense/photo_alpha.png'),
                         cv2.IMREAD_UNCHANGED)

@@ -329,7 +329,7 @@ def test_inferencer_runs_sapiens2_files_next_to_v1(sapiens2_checkpoints,
     assert 'property uchar red' in header
     # seg-29 drawing: image plus the legend panel
     vis = cv2.imread(result['vis_files']['seg'])
-    assert vis.shape[0] == 120 and vis.shape[1] > 90
+    assert vis.shape[0] > 120 and vis.shape[1] > 90  # + the caption
     assert inferencer.task_inferencers['seg'].dataset_meta['vocab'] == \
         'dome_29'
 

@@ -71,3 +71,32 @@ def test_pose_by_name_and_repo_id_offline_and_gated(tiny_release, tmp_path,
     assert message.count('\n') == 0
     assert 'facebook/sapiens2-pose-1b is gated' in message
     assert 'HF_TOKEN' in message
+
+
+def test_weights_that_do_not_fit_a_registry_model_get_the_config_hint(
+        tiny_release, tmp_path, monkeypatch):
+    """The registry's file holds another model (a tiny Sapiens2 seg model
+    under the pose name): one line that says what differs and how to pass
+    the config, as for a local file, not the loader's lists of keys."""
+    from sapiens_mm.apis.inference import init_model
+    from sapiens_mm.checkpoint import save_official_checkpoint
+    seg = tmp_path / 'tiny_seg.safetensors'
+    save_official_checkpoint(init_model(str(leaf('seg', 'tiny'))), str(seg))
+    with FakeHub() as hub:
+        monkeypatch.setenv('HF_ENDPOINT', hub.endpoint)
+        monkeypatch.setenv('HF_HUB_CACHE', str(tmp_path / 'hf-cache'))
+        monkeypatch.delenv('HF_HUB_OFFLINE', raising=False)
+        hub.add_file(REPO, FILE, seg.read_bytes())
+        with pytest.raises(SystemExit) as e:
+            cli([str(tmp_path / 'person.png'), '--pose', 'sapiens2-pose-0.4b',
+                 '--detector', 'none', '--device', 'cpu', '--out-dir',
+                 str(tmp_path / 'out')], prog='python -m sapiens_mm')
+    message = str(e.value)
+    assert message.count('\n') == 0
+    assert message.startswith(
+        'python -m sapiens_mm: error: sapiens2-pose-0.4b was recognised as '
+        'a pose model, but its weights do not fit')
+    assert 'pass that config: --pose-config CFG --pose sapiens2-pose-0.4b' \
+        in message
+    assert 'weights the file has that' in message
+    assert 'missing keys [' not in message and len(message) < 700, message

@@ -26,10 +26,11 @@ def test_show_without_display_is_one_line_before_any_model(monkeypatch,
                                                            tmp_path):
     monkeypatch.delenv('DISPLAY', raising=False)
     monkeypatch.delenv('WAYLAND_DISPLAY', raising=False)
-    # the checkpoint does not exist: had a model been loaded first, that
-    # would be the error
-    msg = _error([str(tmp_path / 'photo.jpg'), '--pose',
-                  str(tmp_path / 'missing.pth'), '--show'])
+    # a released model that is not in the (empty) cache: had a model been
+    # loaded first, the missing download would be the error
+    img = tmp_path / 'photo.png'
+    cv2.imwrite(str(img), np.full((16, 12, 3), 128, np.uint8))
+    msg = _error([str(img), '--pose', 'sapiens2-pose-0.4b', '--show'])
     assert msg.startswith('infer: error: --show needs a window, but no '
                           'display (DISPLAY and WAYLAND_DISPLAY are not set)')
     assert 'Run without --show' in msg
@@ -37,7 +38,9 @@ def test_show_without_display_is_one_line_before_any_model(monkeypatch,
 
 
 def test_tasks_without_a_model_speak_cli_options(tmp_path):
-    msg = _error([str(tmp_path / 'photo.jpg'), '--seg-config', str(SEG_TINY),
+    img = tmp_path / 'photo.png'
+    cv2.imwrite(str(img), np.full((16, 12, 3), 128, np.uint8))
+    msg = _error([str(img), '--seg-config', str(SEG_TINY),
                   '--tasks', 'seg', 'depth'])
     assert '--tasks seg depth asks for depth but no depth model was given: ' \
         'add --depth CKPT' in msg

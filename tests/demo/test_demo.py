@@ -3,8 +3,10 @@ generated folders through the demo's configs, the table, and a smoke run of
 the command itself (the CI variant of the main job)."""
 import json
 import os
+import shlex
+import shutil
 import subprocess
-import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +18,8 @@ from mmengine.registry import init_default_scope
 from mmpose.registry import DATASETS as POSE_DATASETS
 from mmseg.registry import DATASETS as SEG_DATASETS
 from mmseg.registry import MODELS
+
+from doc_commands import project_venv
 
 from sapiens_mm.demo.pipeline import (
     DEMO_TASKS,
@@ -189,10 +193,15 @@ def test_demo_smoke_run(tmp_path):
     """``demo/main_job.py --smoke``: every step of the main job on a few images
     and iterations (CI's variant of ``make demo``)."""
     out = tmp_path / 'work_dirs' / 'demo'  # where make demo writes
-    env = dict(os.environ, OMP_NUM_THREADS='1')
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=str(ROOT))
+    # as make demo runs it (.venv/bin/python demo/main_job.py, from the
+    # folder that holds work_dirs/), shortened; tmp_path stands for the
+    # checkout: its .venv is the tests' environment, demo/ the repository's
+    python = project_venv(tmp_path)
+    (tmp_path / 'demo').symlink_to(ROOT / 'demo')
     proc = subprocess.run(
-        [sys.executable, str(ROOT / 'demo/main_job.py'), '--smoke', '--out-dir',
-         str(out)], capture_output=True, text=True, env=env, timeout=600)
+        [str(python.relative_to(tmp_path)), 'demo/main_job.py', '--smoke'],
+        capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     table = [ln for ln in lines if ln.startswith('|')]
@@ -217,19 +226,70 @@ def test_demo_smoke_run(tmp_path):
     assert len(per_image) == 8 and set(per_image.values()) == {1}
     img = cv2.imread(str(out / 'data/val/images' / ann['images'][0]['file_name']))
     assert img.shape == (256, 192, 3)
-    assert any(f'pose (1/{len(DEMO_TASKS)}, input 192x144)' in ln
+    # one numbered step each: rendering, each task, inference, results
+    steps = 3 + len(DEMO_TASKS)
+    assert [ln.split(']')[0] + ']' for ln in lines if ln.startswith('[')] \
+        == [f'[{i}/{steps}]' for i in range(1, steps + 1)]
+    assert any(ln.startswith(f'[2/{steps}] pose (input 192x144)')
                for ln in lines)
+    # each metric with its unit
+    assert any(ln.strip().startswith('seg mIoU (28 parts): ') and
+               ln.count(' %') == 2 for ln in lines), lines
     assert any(ln.startswith('elapsed: ') for ln in lines)
     # one config per work dir, under the demo's name; the checkpoint
     # carries it as data
     for task in DEMO_TASKS:
         assert sorted(p.name for p in (out / task).glob('*.py')) == [
             'demo_config.py']
-    # the demo ends with the commands that run its models
-    cmd = next(ln for ln in lines if 'python -m sapiens_mm photo.jpg' in ln)
-    assert all(f'--{t} ' in cmd for t in DEMO_TASKS)
-    assert any('python -m sapiens_mm video.mp4' in ln for ln in lines)
+    # the demo ends with the commands that run its models: they run as
+    # printed
+    _printed_commands_run(lines, tmp_path, env)
     _readme_commands_run(tmp_path, env)
+
+
+def _printed_commands_run(lines, root, env):
+    """The commands the demo printed, run as printed from the folder it ran
+    in (the web demo with a free port added, stopped once it answers)."""
+    import socket
+    import urllib.request
+    commands = [ln.strip() for ln in lines
+                if ln.startswith('  ') and not ln.startswith('  (') and (
+                    ' -m sapiens_mm ' in ln or 'demo/web_demo.py' in ln)]
+    photo, web = commands
+    python = photo.split(' -m sapiens_mm ')[0]
+    assert python == '.venv/bin/python'  # the venv's, by its path
+    assert all(f'--{t} work_dirs/demo/{t}/iter_5.pth' in photo
+               for t in DEMO_TASKS)
+    proc = subprocess.run(photo, shell=True, cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (photo, proc.stderr[-3000:])
+    for task in DEMO_TASKS:
+        assert (root / 'outputs' / task / 'astronaut.png').is_file(), task
+    help_line = next(ln for ln in lines if '-m sapiens_mm --help' in ln)
+    assert f'{python} -m sapiens_mm --help' in help_line
+    assert web == f'{python} demo/web_demo.py --checkpoints work_dirs/demo'
+    # the web demo on a port of its own
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        shlex.split(web) + ['--port', str(port)], cwd=root, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert server.poll() is None, server.stdout.read()[-3000:]
+            try:
+                with urllib.request.urlopen(f'http://127.0.0.1:{port}/',
+                                            timeout=5) as r:
+                    assert r.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, 'no answer'
+                time.sleep(1)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
 
 
 def _readme_block(name, page='README.md'):
@@ -244,20 +304,28 @@ def _readme_block(name, page='README.md'):
 def _readme_commands_run(root, env):
     """README's first screen (set-up to a photo result) and the stock front
     end example of docs/inference.md, executed as written in ``root`` where
-    the demo wrote ``work_dirs/demo``: the first command, ``make demo``, is the shortened
-    demo just run; ``.venv/bin/python`` is this interpreter."""
-    env = dict(env, PYTHONPATH=str(ROOT))
+    the demo wrote ``work_dirs/demo`` (and its ``.venv``): the first
+    command, ``make demo``, is the shortened demo just run."""
     commands = _readme_block('first-photo').strip().splitlines()
     assert commands[0] == 'make demo' and len(commands) == 3
     for command in commands[1:]:
         proc = subprocess.run(
-            command.replace('.venv/bin/python', sys.executable), shell=True,
-            cwd=root, env=env, capture_output=True, text=True, timeout=600)
+            command, shell=True, cwd=root, env=env, capture_output=True,
+            text=True, timeout=600)
         assert proc.returncode == 0, (command, proc.stderr[-3000:])
     for task in DEMO_TASKS:
         vis = cv2.imread(str(root / 'outputs' / task / 'astronaut.png'))
         assert vis is not None and vis.std() > 0
-    proc = subprocess.run([sys.executable, '-c',
+    # docs/inference.md's command on make demo's models, into a fresh
+    # outputs/
+    shutil.rmtree(root / 'outputs')
+    block = _readme_block('demo-models', 'docs/inference.md').strip()
+    proc = subprocess.run(block, shell=True, cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (block, proc.stderr[-3000:])
+    assert sorted(p.name for p in (root / 'outputs').iterdir()) == \
+        sorted(list(DEMO_TASKS) + ['outputs.json'])
+    proc = subprocess.run(['.venv/bin/python', '-c',
                            _readme_block('stock-frontends',
                                          'docs/inference.md')], cwd=root,
                           env=env, capture_output=True, text=True,

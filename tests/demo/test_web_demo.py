@@ -146,17 +146,34 @@ def test_astronaut(server, browser, tmp_path):
     assert img.size['width'] >= 0.95 * min(natural, box.size['width']), (
         img.size, natural, box.size)
     # input and pose in the first row, depth (with its colour bar) in the
-    # second (512 + 28 px title bars, rows 8 px apart)
-    bar = panel_width(512)  # the depth panel is 512 px high already
+    # second (512 + 28 px title bars, rows 8 px apart); each picture with
+    # its caption below, the whole scaled to the panel height
     assert overlays.shape[0] == 2 * 540 + 8
-    assert overlays.shape[1] == max(2 * 512 + 8, 512 + bar)
-    depth_panel = overlays[540 + 8 + 28:, :512]
+
+    def panel_end(row_top, start):
+        """The first all-white column right of ``start`` in a row."""
+        body = overlays[row_top + 28:row_top + 540, start:]
+        white = np.flatnonzero((body == 255).all((0, 2)))
+        return start + (white[0] if len(white) else body.shape[1])
+
+    bar = panel_width(512)  # the depth picture is 512 px high
+    depth_w = panel_end(548, 0)
+    scale = depth_w / (512 + bar)  # the caption's share of the panel
+    assert 0.8 < scale < 1
+    top = 548 + 28
+    image_w = int(round(512 * scale))
+    depth_panel = overlays[top:top + image_w, :image_w - 1]
     assert depth_panel.std() > 5  # a colour map, not a blank panel
-    key = overlays[540 + 8 + 28:, 512:512 + bar]
-    assert key.std() > 5 and not np.array_equal(key, depth_panel[:, :bar])
-    pose_panel = overlays[28:540, 512 + 8:2 * 512 + 8].astype(int)
-    inp = cv2.resize(data.astronaut()[..., ::-1], (512, 512)).astype(int)
-    assert np.abs(pose_panel - inp).mean() < 40  # the photo under the pose
+    key = overlays[top:top + image_w, image_w + 1:depth_w - 1]
+    assert key.std() > 5 and not np.array_equal(
+        key, depth_panel[:, :key.shape[1]])
+    caption = overlays[top + image_w + 2:540 + 548, :depth_w]
+    assert (caption < 60).all(-1).mean() > 0.5  # the dark caption strip
+    pose_w = panel_end(0, 512 + 8) - 520
+    pose_panel = overlays[28:28 + pose_w, 520:520 + pose_w].astype(int)
+    inp = cv2.resize(data.astronaut()[..., ::-1], (pose_w, pose_w))
+    # the photo under the pose
+    assert np.abs(pose_panel - inp.astype(int)).mean() < 40
     # downloads: the input, the pose JSON + PNG, the depth .npy + PNG
     links = browser.find_element(By.ID, 'downloads').text.replace('\n', '')
     names = ['depth_astronaut.npy', 'depth_astronaut.png',
@@ -203,24 +220,29 @@ def test_webcam_snapshot_and_checkpoints(tmp_path):
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, ckpt)
     (tmp_path / 'ckpts/notes.pth').write_bytes(b'not a checkpoint')
     found = find_checkpoints([str(tmp_path / 'ckpts')])
-    assert found['depth'] == {ckpt.name: str(ckpt)}
+    # named by their path from the folder given, the folder included
+    label = f'ckpts/{ckpt.name}'
+    assert found['depth'] == {label: str(ckpt)}
     assert found['pose'] == found['seg'] == found['normal'] == {}
     # released models by name: offered, downloaded only when chosen
     named = find_checkpoints(['sapiens-seg-0.3b', 'sapiens2-pose-0.4b'])
     assert named['seg'] == {'sapiens-seg-0.3b': 'sapiens-seg-0.3b'}
     assert named['pose'] == {'sapiens2-pose-0.4b': 'sapiens2-pose-0.4b'}
     demo = WebDemo(found, device='cpu', out_root=str(tmp_path / 'runs'))
-    assert demo.choices('depth') == [ckpt.name, TINY_CHOICE]
+    assert demo.choices('depth') == [label, TINY_CHOICE]
     rgb = np.zeros((60, 40, 3), np.uint8)
     rgb[10:50, 10:30] = (200, 120, 40)
     overlays, files, status = demo.run(None, rgb, ['depth'],
-                                       {'depth': ckpt.name})
+                                       {'depth': label})
     assert status == 'Ran depth on webcam (40x60); 3 file(s) to download.'
     # input and depth panels in one row, 512 px high plus the title bar;
-    # the depth panel with its colour bar
+    # the depth panel: its colour bar beside it, the caption below
+    from sapiens_mm.visualization import add_caption
+    depth_h = add_caption(np.zeros((60, 40 + panel_width(60), 3), np.uint8),
+                          [f'depth: {label}, tiny demo model']).shape[0]
     assert overlays.shape == (
         540, round(40 * 512 / 60) + 8 + round(
-            (40 + panel_width(60)) * 512 / 60), 3)
+            (40 + panel_width(60)) * 512 / depth_h), 3)
     assert sorted(Path(f).name for f in files) == [
         'depth_webcam.npy', 'depth_webcam.png', 'input_webcam.png']
     # the snapshot is RGB: the saved input is its BGR version
@@ -254,11 +276,12 @@ def test_checkpoints_with_their_configs_and_readable_keys(tmp_path):
     torch.save({'state_dict': init_model(cfg).state_dict(), 'meta': {}},
                ckpt)
     found = find_checkpoints([str(tmp_path / 'ckpts')])
-    assert found['seg'] == {ckpt.name: str(ckpt)}
+    label = 'ckpts/iter_10.pth'
+    assert found['seg'] == {label: str(ckpt)}
     rgb = np.zeros((120, 90, 3), np.uint8)
     rgb[20:100, 30:60] = (200, 120, 40)
     bare = WebDemo(found, device='cpu', out_root=str(tmp_path / 'bare'))
-    overlays, _, status = bare.run(None, rgb, ['seg'], {'seg': ckpt.name})
+    overlays, _, status = bare.run(None, rgb, ['seg'], {'seg': label})
     assert overlays is None
     assert 'model.decode_head.deconv_out_channels 32 in the file, 64 in ' \
         'sapiens_tiny-200e_goliath-256x192.py' in status, status
@@ -266,9 +289,9 @@ def test_checkpoints_with_their_configs_and_readable_keys(tmp_path):
     assert 'dict(config=' not in status
     demo = WebDemo(found, device='cpu', out_root=str(tmp_path / 'runs'),
                    configs={'seg': str(cfg_path)})
-    assert demo.choices('seg')[:2] == [ckpt.name,
+    assert demo.choices('seg')[:2] == [label,
                                        'narrow_seg.py (random weights)']
-    overlays, _, status = demo.run(None, rgb, ['seg'], {'seg': ckpt.name})
+    overlays, _, status = demo.run(None, rgb, ['seg'], {'seg': label})
     assert status.startswith('Ran seg on webcam'), status
     # input and seg in one row; the seg panel is wider than the input's:
     # its legend, white with dark text, beside the image
@@ -282,3 +305,18 @@ def test_checkpoints_with_their_configs_and_readable_keys(tmp_path):
     assert not np.array_equal(legend, image)
     with pytest.raises(ValueError, match='unknown task'):
         WebDemo(found, configs={'matte': str(cfg_path)})
+
+
+def test_the_page_says_what_the_cli_log_says(tmp_path):
+    """The notes of a run (the person detector found no one, so pose ran on
+    the whole image) are in the page's status, not only in the server
+    log; the picture's caption says it too."""
+    from sapiens_mm.demo.web import TINY_CHOICE, WebDemo
+    demo = WebDemo(device='cpu', out_root=str(tmp_path / 'runs'))
+    rgb = np.full((80, 60, 3), 90, np.uint8)  # no one to find
+    overlays, _, status = demo.run(None, rgb, ['pose'],
+                                   {'pose': TINY_CHOICE})
+    assert overlays is not None
+    assert status.startswith('Ran pose on webcam'), status
+    note = status.split('**Note:** ', 1)[1]
+    assert 'found no one, so pose ran on the whole image' in note, status

@@ -3,7 +3,7 @@
 loopback stand-in for the Hub and runs it with the shipped mmdet config;
 ``detector='auto'``, the default, picks it where mmdet runs and its weights
 are cached or downloadable, else falls back to OpenCV's HOG detector with
-one log line."""
+one short log line, and a note for the pose pictures (``fallback``)."""
 import io
 import socket
 
@@ -75,7 +75,9 @@ def test_the_default_is_rtmdet_m_where_mmdet_runs_and_the_hub_answers(
     assert len(hub.downloads(CARD.filename)) == 1
     boxes, scores = detector(np.zeros((64, 48, 3), np.uint8))
     assert boxes.shape[1:] == (4, ) and scores.shape == boxes.shape[:1]
-    assert len(logged) == 1 and 'rtmdet-m-person' in logged[0][1]
+    assert len(logged) == 1 and logged[0][1].startswith(
+        f'Person detector: RTMDet-m ({CARD.repo_id})')
+    assert detector.label == 'RTMDet-m' and detector.fallback is None
     # then offline: the cached weights, no request
     monkeypatch.setenv('HF_HUB_OFFLINE', '1')
     seen = len(hub.requests)
@@ -94,6 +96,7 @@ def test_the_default_falls_back_to_hog_offline_without_the_weights(
     ((level, line), ) = logged
     assert level == 20 and line.startswith('Person detector: OpenCV HOG')
     assert 'HF_HUB_OFFLINE' in line and 'tools/download.py rtmdet-m' in line
+    assert detector.fallback == 'RTMDet-m weights not cached'
     # named explicitly, the missing file is an error
     with pytest.raises(HubError, match='HF_HUB_OFFLINE'):
         build_person_detector('rtmdet-m')
@@ -108,6 +111,8 @@ def test_the_default_falls_back_to_hog_without_mmdet(hub, logged,
     assert hub.requests == []  # nothing downloaded for a detector not run
     ((level, line), ) = logged
     assert 'mmdet is not installed' in line and 'pip install mmdet' in line
+    assert detector.fallback == 'mmdet not installed'
+    assert detector.label == 'OpenCV HOG'
 
 
 def test_without_network_the_default_falls_back_with_a_warning(
@@ -121,9 +126,15 @@ def test_without_network_the_default_falls_back_with_a_warning(
     monkeypatch.delenv('HF_HUB_OFFLINE', raising=False)
     detector = build_person_detector('auto')
     assert isinstance(detector, OpenCVPersonDetector)
-    ((level, line), ) = logged
-    assert level == 30 and 'could not reach the Hub' in line
+    # one short warning (no advice to go offline: nothing is cached); the
+    # Hub's own error at debug level
+    (debug, ), ((level, line), ) = (
+        [m for lv, m in logged if lv < 20], [e for e in logged if e[0] >= 20])
+    assert 'could not reach the Hub' in debug
+    assert level == 30 and 'Hugging Face Hub could not be reached' in line
     assert 'tools/download.py rtmdet-m' in line and '\n' not in line
+    assert 'HF_HUB_OFFLINE' not in line and len(line) < 200, line
+    assert detector.fallback == 'RTMDet-m weights not downloaded'
     # named explicitly, the failed download is a one-line error
     with pytest.raises(HubError, match='could not reach the Hub'):
         build_person_detector('rtmdet-m')

@@ -188,3 +188,39 @@ def test_fenced_blocks_are_read_as_written(tmp_path, monkeypatch):
     assert command.argv == ['bash', 'tools/dist_train.sh', 'a.py', '8',
                             '--amp']
     assert command.source == 'page.md:5'
+
+
+#: Documented commands that start a bare ``python`` on purpose, and why.
+BARE_PYTHON = {
+    'tools/deploy/run_exported.py':
+    'the standalone runner is copied to machines without the project',
+}
+
+
+def test_python_commands_run_without_an_activated_environment():
+    """Every documented command of this project starts the project's
+    interpreter by its path (``.venv/bin/python``), so it runs as printed
+    whether or not the reader activated the environment; ``make`` targets
+    set it up themselves."""
+    bare = []
+    for command in COMMANDS:
+        head = command.argv[0]
+        if head in ('python', 'python3') and not any(
+                script in command.text for script in BARE_PYTHON):
+            bare.append(repr(command))
+    assert not bare, '\n'.join(bare)
+
+
+def test_readme_quick_start_is_the_executed_one():
+    """README's tiny-model quick start is the get-started page's (which
+    tests/docs/test_get_started.py runs as written): the same commands, in
+    order."""
+    from doc_commands import section_commands
+    readme = [c.text for c in section_commands(ROOT / 'README.md',
+                                               'Quick start')
+              if 'quick_seg' in c.text or 'synthetic' in c.text]
+    page = [c.text for c in section_commands(
+        ROOT / 'docs/get_started.md', 'Quick start on a tiny model')]
+    assert readme and all(text in page for text in readme), (readme, page)
+    assert [page.index(text) for text in readme] == sorted(
+        page.index(text) for text in readme)

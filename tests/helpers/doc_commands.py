@@ -308,3 +308,31 @@ def makefile_targets() -> Dict[str, str]:
     text = (ROOT / 'Makefile').read_text()
     return {m.group(1): m.group(2) for m in re.finditer(
         r'^([\w.-]+):[^\n=]*\n\t?([^\n]*)', text, re.M)}
+
+
+def project_venv(root: Path) -> Path:
+    """``root/.venv``: the virtual environment the tests run in, seen from
+    ``root`` (its interpreter linked, its ``pyvenv.cfg`` copied, its
+    ``lib`` linked), so that a command printed or documented as
+    ``.venv/bin/python ...`` runs in ``root`` exactly as written, without
+    activating anything.
+
+    Returns:
+        The interpreter, ``root/.venv/bin/python``.
+    """
+    import os
+    import shutil
+    import sysconfig
+    source = Path(sys.prefix)
+    venv = Path(root) / '.venv'
+    (venv / 'bin').mkdir(parents=True, exist_ok=True)
+    if (source / 'pyvenv.cfg').is_file():
+        shutil.copy(source / 'pyvenv.cfg', venv / 'pyvenv.cfg')
+        lib = Path(sysconfig.get_paths()['purelib']).relative_to(
+            source).parts[0]
+        if not (venv / lib).exists():
+            os.symlink(source / lib, venv / lib)
+    python = venv / 'bin' / 'python'
+    if not python.exists():
+        os.symlink(os.path.realpath(sys.executable), python)
+    return python

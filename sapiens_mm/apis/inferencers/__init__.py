@@ -15,12 +15,12 @@ from .base_task_inferencer import BaseTaskInferencer
 from .dense_inferencer import DENSE_TASKS, DenseInferencer
 from .model_spec import ResolvedModel, resolve_model, resolve_models, task_of_checkpoint
 from .pose_inferencer import PoseInferencer
-from .sapiens_inferencer import SapiensInferencer
+from .sapiens_inferencer import RunInterrupted, SapiensInferencer
 from .sharded import infer_sharded, write_coco_keypoint_results
 
 __all__ = [
     'BaseTaskInferencer', 'DenseInferencer', 'PoseInferencer',
-    'SapiensInferencer', 'DENSE_TASKS', 'ResolvedModel', 'resolve_model',
+    'SapiensInferencer', 'RunInterrupted', 'DENSE_TASKS', 'ResolvedModel', 'resolve_model',
     'resolve_models', 'task_of_checkpoint', 'infer_sharded',
     'write_coco_keypoint_results'
 ]

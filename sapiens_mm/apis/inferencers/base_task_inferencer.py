@@ -19,6 +19,7 @@ from sapiens_mm.datasets.dataset_meta import dataset_meta_of_config
 from sapiens_mm.deploy.runtime import ExportedModel, is_exported_model
 from sapiens_mm.tasks import TASK_SCOPES, task_of_config
 from sapiens_mm.utils.image_io import UnreadableImageError
+from sapiens_mm.utils.upstream_warnings import quiet_upstream_warnings
 from sapiens_mm.zoo import SapiensModelInfo
 
 from ..inference import (
@@ -29,7 +30,7 @@ from ..inference import (
     load_config,
     resolve_device_and_dtype,
 )
-from .model_spec import resolve_model
+from .model_spec import registry_weights_mismatch, resolve_model
 from .utils.display import StopRequested, show_images
 from .utils.sources import Frame, InputsType, Source, collect_sources, iter_frames
 from .utils.writers import write_png
@@ -144,6 +145,15 @@ UnreadableImageError` naming the file. Videos and webcams are for
                  show_progress: bool = True) -> None:
         # mmengine's BaseInferencer.__init__ is not called: it would build
         # the model with its own builder and set a global default scope.
+        # mmseg's and mmpose's notes on building a model are hidden here
+        with quiet_upstream_warnings():
+            self._setup(model, weights, device, dtype, info, show_progress)
+
+    def _setup(self, model: ModelType, weights: WeightsType, device,
+               dtype: Union[torch.dtype, str],
+               info: Optional[SapiensModelInfo],
+               show_progress: bool) -> None:
+        """The constructor's work (see the class docstring)."""
         cfg, weights, info = self._resolve(model, weights, info)
         self.task = task_of_config(cfg)
         if self.task not in self.supported_tasks:
@@ -167,7 +177,20 @@ UnreadableImageError` naming the file. Videos and webcams are for
         if self.exported:
             self._init_exported(cfg)
         else:
-            self.model = init_model(cfg, weights, self.device)
+            try:
+                self.model = init_model(cfg, weights, self.device)
+            except RuntimeError:
+                # a registry model whose weights do not fit its config: the
+                # options that differ and how to pass a config, not a wall
+                # of missing keys
+                if info is None or info.source != 'registry' or \
+                        self.checkpoint is None:
+                    raise
+                mismatch = registry_weights_mismatch(cfg, self.checkpoint,
+                                                     info)
+                if mismatch is None:
+                    raise
+                raise mismatch from None
             self.cfg = self.model.cfg
             self.dataset_meta: dict = self.model.dataset_meta
             # Under bf16 / fp16 autocast the head output is cast back to
@@ -215,6 +238,34 @@ UnreadableImageError` naming the file. Videos and webcams are for
                 f"config's test pipeline makes {size} (W, H); use the config "
                 'stored in the exported file (do not pass one) or export at '
                 "the pipeline's size.")
+
+    @property
+    def model_label(self) -> str:
+        """What the pictures call the model (their caption): the registry
+        name of a released model, else its checkpoint's folder and file
+        name (``seg/iter_300.pth``), else its config's file name with
+        "random weights"; ", tiny demo model" for the tiny arch of the
+        tests and ``make demo``."""
+        if self.info is not None and self.info.name:
+            label = self.info.name
+        elif self.checkpoint is not None:
+            path = osp.abspath(self.checkpoint)
+            label = '/'.join(
+                [osp.basename(osp.dirname(path)), osp.basename(path)]
+            ).lstrip('/')
+        else:
+            label = (f'{osp.basename(self.cfg.filename or "config")}, random '
+                     'weights')
+        arch = self.cfg.model.get('backbone', {}).get('arch', '')
+        if isinstance(arch, str) and arch.endswith('tiny'):
+            label += ', tiny demo model'
+        return label
+
+    def caption(self) -> List[str]:
+        """The caption lines of this model's pictures
+        (:func:`~sapiens_mm.visualization.legend.add_caption`): the task
+        and :attr:`model_label`."""
+        return [f'{self.task}: {self.model_label}']
 
     @property
     def output_layer(self) -> torch.nn.Module:

@@ -11,10 +11,12 @@ from sapiens_mm.tasks import DENSE_TASKS
 from sapiens_mm.utils.matting import (alpha_to_png, composite,
                                       matting_cutout, parse_color)
 from sapiens_mm.visualization import (
+    add_caption,
     colorize_albedo,
     draw_depth,
     draw_normal,
     draw_seg,
+    matting_key,
 )
 
 from .base_task_inferencer import BaseTaskInferencer
@@ -185,27 +187,33 @@ class DenseInferencer(BaseTaskInferencer):
         orientation key, or the albedo (black outside ``foreground`` when
         given); the keys are panels on the right of the image. A matte is
         composited onto ``background`` (see :func:`matting_background`;
-        green screen by default).
+        green screen by default), with a key of how alpha blends. Below
+        them a caption names the model (:meth:`caption`).
 
         Raises:
             ValueError: ``background`` for a model that is not a matting
                 model.
         """
         if self.task == 'matting':
-            return composite(pred[..., :3], pred[..., 3],
-                             matting_background(background))
+            bg = matting_background(background)
+            picture = composite(pred[..., :3], pred[..., 3], bg)
+            key = matting_key(picture.shape[0], bg, picture.shape[1])
+            return add_caption(np.concatenate([picture, key], axis=1),
+                               self.caption())
         if background is not None:
             raise ValueError(f'background is for matting models; this is a '
                              f'{self.task} model.')
         if self.task == 'seg':
-            return draw_seg(image, pred, self.dataset_meta)
-        if self.task == 'depth':
-            return draw_depth(pred, foreground)
-        if self.task == 'pointmap':
-            return draw_depth(pred[..., 2], foreground, metric=True)
-        if self.task == 'albedo':
-            return colorize_albedo(pred, foreground)
-        return draw_normal(pred, foreground)
+            picture = draw_seg(image, pred, self.dataset_meta)
+        elif self.task == 'depth':
+            picture = draw_depth(pred, foreground)
+        elif self.task == 'pointmap':
+            picture = draw_depth(pred[..., 2], foreground, metric=True)
+        elif self.task == 'albedo':
+            picture = colorize_albedo(pred, foreground)
+        else:
+            picture = draw_normal(pred, foreground)
+        return add_caption(picture, self.caption())
 
 
 def write_matting_files(base: str, matte: np.ndarray,

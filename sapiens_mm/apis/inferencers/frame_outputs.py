@@ -25,7 +25,7 @@ class FrameOutputsMixin:
     """Visualisation, files and notices of one frame of the multi-task
     inferencer. Mixed into :class:`~.sapiens_inferencer.SapiensInferencer`,
     whose attributes they use (``task_inferencers``, ``mask_with``,
-    ``kpt_thr``, ``_said``)."""
+    ``kpt_thr``, ``notices``)."""
 
     def _check_output_options(self, skeleton_style: str,
                               export_formats: Sequence[str],
@@ -50,9 +50,10 @@ class FrameOutputsMixin:
                              'too (--seg or a seg checkpoint).')
 
     def _say_once(self, key: str, message: str) -> None:
-        """Log ``message`` unless this call has said ``key`` already."""
-        if key not in self._said:
-            self._said.add(key)
+        """Log ``message`` and keep it in ``notices`` (``{key: message}``),
+        unless this call has said ``key`` already."""
+        if key not in self.notices:
+            self.notices[key] = message
             print_log(message + ' (Said once per run.)', logger='current',
                       level=30)
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Union
 
+import torch
+
 from mmengine.config import Config
 
 from sapiens_mm.checkpoint import get_state_dict, load_file
@@ -47,7 +49,7 @@ from ..inference import load_config
 
 __all__ = [
     'ModelSpec', 'ResolvedModel', 'resolve_model', 'resolve_models',
-    'task_of_checkpoint'
+    'task_of_checkpoint', 'registry_weights_mismatch'
 ]
 
 ModelSpec = Union[str, Path, Config, dict, tuple]
@@ -128,7 +130,49 @@ def _info_of_card(card: ModelCard) -> SapiensModelInfo:
             '(python tools/download.py --list lists them).')
     dataset = card.dataset if card.task in ('pose', 'seg') else None
     return SapiensModelInfo(card.task, card.size, dataset, 'registry',
-                            card.version)
+                            card.version, card.name)
+
+
+def registry_weights_mismatch(cfg: Config, checkpoint: str,
+                              info: SapiensModelInfo
+                              ) -> Optional[ConfigMismatchError]:
+    """Why the weights of a registry model do not fit its registry config,
+    as a :class:`~sapiens_mm.zoo.ConfigMismatchError` (the config options
+    that differ, and how many weights either side lacks, with an example);
+    None when they fit. Read after the model failed to load: the file is
+    read once more, on this error path only.
+
+    Args:
+        cfg: The registry config.
+        checkpoint: The downloaded file.
+        info: The model's facts (its registry name).
+    """
+    from mmengine.registry import DefaultScope
+
+    from sapiens_mm.checkpoint import read_checkpoint
+    from sapiens_mm.tasks import TASK_SCOPES
+    with DefaultScope.overwrite_default_scope(TASK_SCOPES[info.task]), \
+            torch.device('meta'):
+        if info.task == 'pose':
+            from mmpose.registry import MODELS
+        else:
+            from mmseg.registry import MODELS
+        skeleton = MODELS.build(cfg.model)
+    state = read_checkpoint(checkpoint, skeleton)[1]
+    name = osp.basename(cfg.filename or 'the registry config')
+    differences = config_mismatches(state, cfg, name)
+    own = skeleton.state_dict()
+    for keys, where in (([k for k in own if k not in state],
+                         f'{name} has that the file lacks'),
+                        ([k for k in state if k not in own],
+                         f'the file has that {name} lacks')):
+        if keys:
+            differences.append(f'{len(keys)} weights {where} (e.g. '
+                               f'{keys[0]})')
+    if not differences:
+        return None
+    return ConfigMismatchError(info.name or checkpoint, info.task, name,
+                               differences)
 
 
 def _resolve_exported(checkpoint: str, config,

@@ -18,7 +18,8 @@ from sapiens_mm.detection import (
     build_person_detector,
     select_person_boxes,
 )
-from sapiens_mm.visualization import SkeletonStyle, draw_openpose, draw_pose
+from sapiens_mm.visualization import (SkeletonStyle, add_caption, draw_openpose,
+                                      draw_pose)
 from sapiens_mm.zoo import SapiensModelInfo
 
 from ..inference import skeleton_name
@@ -345,26 +346,49 @@ class PoseInferencer(BaseTaskInferencer):
                              'a metainfo with keypoint_info.')
         return [meta['keypoint_id2name'][i] for i in range(self.num_keypoints)]
 
+    def boxes_caption(self, pose: dict) -> str:
+        """Where one image's person boxes came from, for its picture: the
+        detector (and why it stands in for RTMDet-m, when it does), the
+        whole image when it found no one, the user's boxes, or the previous
+        video frame's keypoints."""
+        source = pose.get('bbox_source')
+        detector = self.detector
+        name = 'no detector' if detector is None else detector.label
+        if detector is not None and detector.fallback:
+            name += f' ({detector.fallback})'
+        return {
+            'user': 'boxes: given',
+            'detector': f'boxes: {name}',
+            'keypoints': f"boxes: the previous frame's people ({name})",
+            'whole_image': ('boxes: whole image (no detector)'
+                            if detector is None else
+                            f'boxes: whole image, {name} found no one'),
+            'none': f'{name} found no one: no pose',
+        }.get(source, f'boxes: {source}')
+
     def draw(self,
              image: np.ndarray,
              pose: dict,
              draw_bbox: bool = True,
              skeleton_style: SkeletonStyle = 'mmpose') -> np.ndarray:
         """The skeletons of one image's people, BGR: ``'mmpose'`` over the
-        image in the layout's colours (and the boxes), ``'openpose'`` the
-        ControlNet-style skeleton on black (see
+        image in the layout's colours (and the boxes), with a caption below
+        naming the model and where the person boxes came from;
+        ``'openpose'`` the ControlNet-style skeleton on black, without
+        caption (it is a conditioning image; see
         :func:`sapiens_mm.visualization.draw_openpose`)."""
         if skeleton_style == 'openpose':
             return draw_openpose(pose['keypoints'], pose['keypoint_scores'],
                                  self.keypoint_names, image.shape[:2],
                                  kpt_thr=self.kpt_thr)
-        return draw_pose(image,
-                         pose['keypoints'],
-                         pose['keypoint_scores'],
-                         self.dataset_meta,
-                         bboxes=pose['bboxes'] if draw_bbox else None,
-                         kpt_thr=self.kpt_thr,
-                         track_ids=pose.get('track_ids'))
+        picture = draw_pose(image,
+                            pose['keypoints'],
+                            pose['keypoint_scores'],
+                            self.dataset_meta,
+                            bboxes=pose['bboxes'] if draw_bbox else None,
+                            kpt_thr=self.kpt_thr,
+                            track_ids=pose.get('track_ids'))
+        return add_caption(picture, self.caption() + [self.boxes_caption(pose)])
 
     def to_json(self, frame_name: str, frame_index: Optional[int],
                 img_shape: Tuple[int, int], pose: dict) -> dict:

@@ -25,7 +25,7 @@ Example:
     >>> results[0]['predictions']['pose']['keypoints'].shape
     (1, 308, 2)
 """
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import (
     Dict,
     Iterable,
@@ -50,6 +50,7 @@ from sapiens_mm.tasks import TASKS, Task
 from sapiens_mm.tracking import (
     DepthStabilizer,
 )
+from sapiens_mm.utils.upstream_warnings import quiet_upstream_warnings
 from sapiens_mm.visualization import SkeletonStyle
 from sapiens_mm.zoo import SapiensModelInfo
 
@@ -72,7 +73,24 @@ from .utils.sources import (
 )
 from .utils.writers import VideoWriters
 
-__all__ = ['SapiensInferencer']
+__all__ = ['SapiensInferencer', 'RunInterrupted']
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :meth:`SapiensInferencer.stream`: what was written
+    stays (each video closed at its last frame written, so it plays).
+
+    Attributes:
+        results: The results whose files were written but which were not
+            yielded yet (each like the yielded ones).
+        total: The number of images and frames the call was to process
+            (None for a webcam without ``max_frames``).
+    """
+
+    def __init__(self, results: List[dict], total: Optional[int]) -> None:
+        super().__init__()
+        self.results = results
+        self.total = total
 
 class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
     """Sapiens inference on images, folders, videos and webcams.
@@ -178,7 +196,9 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
     Each call says once, in the log, when the detector found no one (and
     the whole image was used), and when every keypoint of an image scored
     below ``kpt_thr`` (so none is drawn), with a threshold that would draw
-    them.
+    them; :attr:`notices` keeps what the last call said. Each picture has a
+    caption naming its model and, for pose, where the person boxes came
+    from.
 
     Decoding, person detection and pre-processing of the next batch run in
     a worker thread while the models run on the current one, and the
@@ -222,7 +242,8 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
             det_cat_id)
         self.device, self.dtype = resolve_device_and_dtype(device, dtype)
         self.batch_size = self.check_batch_size(batch_size)
-        resolved = resolve_models(models, tasks)
+        with quiet_upstream_warnings():  # mmseg's notes on model builds
+            resolved = resolve_models(models, tasks)
         #: The single-task inferencers, in :data:`TASKS` order.
         self.task_inferencers: Dict[str, BaseTaskInferencer] = {}
         for task in TASKS:
@@ -282,8 +303,10 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
         self.stabilize_matting = bool(stabilize_matting)
         self.stabilize_pointmap_scale = bool(stabilize_pointmap_scale)
         self._video: Optional[VideoState] = None
-        #: What the current call has said once (see :meth:`_say_once`).
-        self._said: set = set()
+        #: What the last call said once, in the log (a fallback, a
+        #: threshold that drew nothing): ``{key: message}``, e.g. for a user
+        #: interface to show.
+        self.notices: Dict[str, str] = {}
 
     def _mask_source(self, mask_with: Optional[str]) -> Optional[str]:
         """The task whose output masks the dense outputs (see
@@ -472,6 +495,11 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
             logged as a warning), plus ``visualization`` / ``datasamples``
             when asked. Two inputs with the same name get distinct output
             names (``x``, ``x_1``...: see ``name``, and the log).
+
+        Raises:
+            RunInterrupted: Ctrl-C (a ``KeyboardInterrupt``): the files
+                written stay, each video closed at its last frame written;
+                the exception holds the results written but not yielded.
         """
         batch_size = self.check_batch_size(batch_size or self.batch_size)
         self._check_output_options(skeleton_style, export_formats, save_mask)
@@ -491,7 +519,7 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
                     'show (out_dir keeps the results).')
         self.skipped = []
         self._video = None
-        self._said = set()
+        self.notices = {}
         sources = collect_sources(inputs)
         if not sources:
             raise ValueError('No input given.')
@@ -517,7 +545,9 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
             batches = in_background(batches)
         writer_pool = ThreadPoolExecutor(
             1, thread_name_prefix='sapiens-write') if overlap else None
-        pending: Optional[Future] = None
+        # the write futures whose results are not all handed out yet, each
+        # with the number handed out
+        queue: List[list] = []
         failed = True  # until the loop ends normally or is stopped
         try:
             for prepared in batches:
@@ -531,14 +561,13 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
                     continue
                 # Write this batch while the next one runs; hand out the
                 # previous batch's results (their files are written).
-                future = writer_pool.submit(self._postprocess_batch, batch,
-                                            preds, videos, opts)
-                if pending is not None:
-                    yield from self._finished(pending, bar)
-                pending = future
-            if pending is not None:
-                done, pending = pending, None
-                yield from self._finished(done, bar)
+                queue.append([writer_pool.submit(self._postprocess_batch,
+                                                 batch, preds, videos,
+                                                 opts), 0])
+                while len(queue) > 1:
+                    yield from self._hand_out(queue, bar)
+            while queue:
+                yield from self._hand_out(queue, bar)
             failed = False
         except StopRequested:
             failed = False
@@ -546,6 +575,20 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
         except GeneratorExit:  # the caller stopped iterating: keep videos
             failed = False
             raise
+        except KeyboardInterrupt:
+            # Ctrl-C: what was written stays, each video up to its last
+            # frame written (closed, so playable); the results written but
+            # not handed out yet go with the exception
+            failed = False
+            if writer_pool is not None:
+                writer_pool.shutdown(wait=True, cancel_futures=True)
+            written = [
+                result for future, handed in queue
+                if future.done() and not future.cancelled()
+                and future.exception() is None
+                for result in future.result()[handed:]
+            ]
+            raise RunInterrupted(written, total) from None
         finally:
             batches.close()
             if writer_pool is not None:
@@ -585,9 +628,15 @@ class SapiensInferencer(BatchStepsMixin, FrameOutputsMixin):
         ]
 
     @staticmethod
-    def _finished(future: Future, bar: tqdm) -> Iterable[dict]:
-        for result in future.result():
+    def _hand_out(queue: List[list], bar: tqdm) -> Iterable[dict]:
+        """Yield the results of the first write future of ``queue`` not yet
+        handed out (waiting for it), then drop it from ``queue``."""
+        entry = queue[0]
+        results = entry[0].result()
+        while entry[1] < len(results):
+            entry[1] += 1
             bar.update(1)
-            yield result
+            yield results[entry[1] - 1]
+        queue.pop(0)
 
     # ------------------------------------------------------------ steps

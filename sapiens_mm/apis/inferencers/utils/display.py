@@ -1,35 +1,13 @@
-"""Showing visualisations in OpenCV windows (``show`` / ``--show``)."""
-import os
-import re
-import sys
-from typing import Mapping, Optional
+"""Showing visualisations in OpenCV windows (``show`` / ``--show``); whether
+they can open: :func:`sapiens_mm.utils.display.display_problem`."""
+from typing import Mapping
 
 import cv2
 import numpy as np
 
+from sapiens_mm.utils.display import display_problem
+
 __all__ = ['StopRequested', 'show_images', 'display_problem']
-
-
-def display_problem() -> Optional[str]:
-    """Why OpenCV cannot open windows here, or None when it can.
-
-    Checked before anything is shown: OpenCV's Qt / GTK back ends abort the
-    whole process (no exception to catch) when they cannot reach a display.
-
-    Returns:
-        ``'OpenCV was built without GUI support (...)'`` for a headless
-        OpenCV, ``'no display (DISPLAY and WAYLAND_DISPLAY are not set)'``
-        on a Linux / BSD machine without one, else None.
-    """
-    info = cv2.getBuildInformation()
-    gui = re.search(r'^\s*GUI:\s*(\S+)', info, re.MULTILINE)
-    if gui is not None and gui.group(1).upper() == 'NONE':
-        return ('OpenCV was built without GUI support (e.g. '
-                'opencv-python-headless)')
-    if sys.platform.startswith(('linux', 'freebsd', 'openbsd')) and not (
-            os.environ.get('DISPLAY') or os.environ.get('WAYLAND_DISPLAY')):
-        return 'no display (DISPLAY and WAYLAND_DISPLAY are not set)'
-    return None
 
 
 class StopRequested(Exception):

@@ -13,7 +13,6 @@ import glob
 import json
 import os
 import os.path as osp
-import re
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +28,8 @@ from sapiens_mm.utils.image_io import (IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
                                        UnreadableImageError, check_image_size,
                                        read_image, walk_files)
 from sapiens_mm.utils.sharded_names import name_hash
+from sapiens_mm.utils.media_names import (LIST_EXTENSIONS, is_glob,
+                                          is_list_file, webcam_index)
 
 __all__ = [
     'InputType', 'InputsType', 'Source', 'Frame', 'check_array',
@@ -37,14 +38,10 @@ __all__ = [
     'count_sources'
 ]
 
-#: File name endings of list files (one input path per line; ``.jsonl``:
-#: one JSON string or ``{"path": ...}`` object per line).
-LIST_EXTENSIONS: Tuple[str, ...] = ('.txt', '.lst', '.jsonl')
 _MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
 
 InputType = Union[str, Path, np.ndarray, int]
 InputsType = Union[InputType, Sequence[InputType]]
-_WEBCAM = re.compile(r'^(webcam(:(?P<a>\d+))?|(?P<b>\d+))$')
 #: OpenCV takes camera indices as C ints.
 _MAX_CAM = 2**31 - 1
 
@@ -168,10 +165,8 @@ def collect_sources(inputs: InputsType) -> List[Source]:
             kind = 'video' if path.lower().endswith(
                 VIDEO_EXTENSIONS) else 'image'
             sources.append(Source(kind, stem, index, path=path))
-        elif _WEBCAM.match(str(item)):
-            m = _WEBCAM.match(str(item))
-            sources.append(
-                _webcam(int(m.group('a') or m.group('b') or 0), index))
+        elif webcam_index(str(item)) is not None:
+            sources.append(_webcam(webcam_index(str(item)), index))
         else:
             raise FileNotFoundError(
                 f'Input not found: {path}. Give an image, video or folder '
@@ -311,19 +306,6 @@ def count_frames(sources: Sequence[Source],
             cap.release()
             total += min(n, max_frames) if max_frames else n
     return total
-
-
-def is_list_file(spec) -> bool:
-    """Whether an input is a list file (:data:`LIST_EXTENSIONS`)."""
-    return (isinstance(spec, (str, Path)) and osp.isfile(str(spec))
-            and str(spec).lower().endswith(LIST_EXTENSIONS))
-
-
-def is_glob(spec) -> bool:
-    """Whether an input is a glob pattern (``*``, ``?``, ``[...]``; ``**``
-    matches folders recursively) rather than an existing path."""
-    return (isinstance(spec, (str, Path)) and glob.has_magic(str(spec))
-            and not osp.exists(str(spec)))
 
 
 def _kind(path: str) -> str:
