@@ -31,7 +31,7 @@ _KNOWN_IMPORTS = frozenset({'sapiens_mm'})
 #: Registry scopes a stored ``type`` may name.
 _SCOPES = ('mmengine', 'mmcv', 'mmpretrain', 'mmpose', 'mmseg', 'mmdet')
 _TYPE_RE = re.compile(r'^(?:(?P<scope>[a-z_][a-z0-9_]*)\.)?'
-                      r'(?P<name>[A-Za-z_][A-Za-z0-9_]*)$')
+                      r'(?P<name>[A-Za-z_][A-Za-z0-9_]*)\Z')
 
 
 class UnsafeModelError(ValueError):

@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 from mmengine.config import Config
 
+from attack_helpers import record_digest
 from sapiens_mm.cli.infer import cli as infer_cli
 from sapiens_mm.checkpoint import (CheckpointTypeError, TrustedTypeError,
                                    add_trusted_types, load_file)
@@ -171,7 +172,11 @@ def test_pt2_pickled_weight_refused_before_torch(tmp_path):
         check_pt2_archive(str(evil))
     with pytest.raises(UnsafeModelError, match='not exported by this'):
         ExportedModel(str(evil))
-    trust_exported_program(str(evil))
+    with pytest.raises(UnsafeModelError, match='use_pickle'):
+        trust_exported_program(str(evil))  # vouching records nothing
+    with pytest.raises(UnsafeModelError, match='not exported by this'):
+        ExportedModel(str(evil))
+    record_digest(evil)  # a digest in the store does not turn it off
     with pytest.raises(UnsafeModelError, match='use_pickle'):
         ExportedModel(str(evil))
     assert not marker.exists()
