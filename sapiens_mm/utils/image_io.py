@@ -114,7 +114,7 @@ def check_image_size(width: int,
     if width * height > max_pixels:
         raise ImageTooLargeError(
             f'{source} is {width} x {height} = {width * height:,} pixels, '
-            f'over the limit of {max_pixels:,} (decoding it would take '
+            f'over the limit of {max_pixels:,} (as an image it takes '
             f'{width * height * 3 / 2**30:.1f} GiB and more); scale it down, '
             f'or raise the limit with ${MAX_PIXELS_ENV} if you trust the '
             'file.')
