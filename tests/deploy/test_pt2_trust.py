@@ -8,6 +8,7 @@ when ``torch.export.load`` hands it to sympy, and inserted
 victim file when the graph runs. Each test asserts that the marker never
 appears and the victim keeps its bytes.
 """
+import io
 import json
 import os
 import stat
@@ -547,3 +548,26 @@ def test_names_written_into_generated_code_are_checked(files, tmp_path,
     runner = load_tool('deploy/run_exported')
     with pytest.raises(ValueError, match='Refused'):
         runner.check_pt2(path, trusted=True)
+
+
+def test_sample_input_keys_are_checked(files, tmp_path):
+    """``.module()`` writes the keys of the sample inputs into the guard
+    code it compiles: a key that is not a Python name is refused by both
+    checks (the sample inputs are otherwise plain tensors)."""
+    with zipfile.ZipFile(files['genuine']) as z:
+        items = {n: z.read(n) for n in z.namelist()}
+    name = next(n for n in items if n.endswith('.pt') and 'sample_inputs'
+                in n)
+    buf = io.BytesIO()
+    torch.save(((), {"x'] + 1 == 2 or L['": torch.zeros(1, 3, 64, 48)}),
+               buf)
+    items[name] = buf.getvalue()
+    path = tmp_path / 'keys.pt2'
+    with zipfile.ZipFile(path, 'w') as z:
+        for n, data in items.items():
+            z.writestr(n, data)
+    with pytest.raises(UnsafeModelError, match='not a Python name'):
+        check_pt2_archive(str(path))
+    runner = load_tool('deploy/run_exported')
+    with pytest.raises(ValueError, match='sample inputs'):
+        runner.check_pt2(str(path), trusted=True)

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 from mmengine.config import Config
 
-from attack_helpers import record_digest
+from attack_helpers import changed, record_digest, tree_state
 from sapiens_mm.cli.infer import cli as infer_cli
 from sapiens_mm.checkpoint import (CheckpointTypeError, TrustedTypeError,
                                    add_trusted_types, load_file)
@@ -324,10 +324,13 @@ def test_numpy_gadget_is_named_in_one_line(tmp_path, protocol, capsys):
     assert 'numpy.testing._private.utils.runstring' in msg, msg
     assert 'cannot be allowed' in msg and 'add_trusted_types' not in msg
     assert '\n' not in msg and '()' not in msg
-    cli = _cli_error(capsys, infer_cli, _image(tmp_path), '--pose',
-                     str(path), '--out-dir', str(tmp_path / 'o'))
+    img = _image(tmp_path)
+    before = tree_state(tmp_path, skip=[tmp_path / 'o'])
+    cli = _cli_error(capsys, infer_cli, img, '--pose', str(path),
+                     '--out-dir', str(tmp_path / 'o'))
     assert 'runstring' in cli and 'not a valid PyTorch checkpoint' not in cli
     assert not marker.exists()
+    assert changed(before, tree_state(tmp_path, skip=[tmp_path / 'o'])) == {}
 
 
 def test_protocol_4_checkpoint_says_what_to_do(tmp_path):
