@@ -25,7 +25,8 @@ from mmengine.config import Config
 from sapiens_mm.apis import DenseInferencer, SapiensInferencer
 from sapiens_mm.apis.inference import set_input_size
 from sapiens_mm.demo.web import WebDemo
-from attack_helpers import changed, plant_package, record_digest, tree_state
+from attack_helpers import (changed, plant_package, record_digest,
+                            run_measured, tiff_two_sizes, tree_state)
 from sapiens_mm.deploy import (ExportedModel, UnsafeModelError,
                                UntrustedModelError, check_graph_target,
                                check_guard_expression, check_pt2_archive,
@@ -571,3 +572,27 @@ def test_sample_input_keys_are_checked(files, tmp_path):
     runner = load_tool('deploy/run_exported')
     with pytest.raises(ValueError, match='sample inputs'):
         runner.check_pt2(str(path), trusted=True)
+
+
+def test_runner_refuses_an_image_over_the_pixel_limit(files, tmp_path):
+    """The standalone runner decodes with OpenCV; run as a program it sets
+    OpenCV's own pixel limit, so the TIFF whose second size tags say 64 x
+    64 but whose first (libtiff's) say 30000 x 30000 is refused by the
+    decoder from the size it reads, in one line, costing no more memory
+    than a 64 x 64 PNG (a decode would add 2.5 GiB; 64 MiB is the margin
+    for allocator noise)."""
+    tiff = tiff_two_sizes(tmp_path / 'twice.tif', 30000, 64)
+    cv2.imwrite(str(tmp_path / 'small.png'), np.zeros((64, 64, 3),
+                                                       np.uint8))
+    runner = str(ROOT / 'tools/deploy/run_exported.py')
+    peaks = {}
+    for name in ('small.png', 'twice.tif'):
+        rc, out, err, peaks[name] = run_measured(
+            [runner, files['genuine'], name, '--out-dir', 'out'], tmp_path)
+        assert rc == (0 if name == 'small.png' else 1), err[-2000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and 'Cannot read image twice.tif' in lines[0] \
+        and 'OPENCV_IO_MAX_IMAGE_PIXELS' in lines[0], err
+    assert peaks['twice.tif'] < peaks['small.png'] + 64, peaks
+    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == [
+        'outputs.json', 'small.seg.npy']

@@ -4,10 +4,12 @@ changed nothing outside the run's own output."""
 import hashlib
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
+import zlib
 from pathlib import Path
 from typing import Dict, Iterable, Optional, Tuple
 
@@ -38,6 +40,36 @@ def record_digest(path) -> None:
     data['files'][digest] = dict(path=str(path), source='vouched', time='')
     store.write_text(json.dumps(data))
     store.chmod(0o600)
+
+
+def tiff_two_sizes(path, first, last):
+    """An RGB TIFF whose width and height tags appear twice: ``first`` x
+    ``first``, then ``last`` x ``last`` (Pillow takes the last tag, libtiff
+    and so OpenCV the first). Its ``first`` strips of one row all point at
+    one deflate blob of a row of zeros, so the file is small and
+    ``cv2.imdecode`` fills ``first``**2 * 3 bytes from it."""
+    row = zlib.compress(b'\0' * (first * 3), 9)
+    tags = [(256, 4, 1, first), (257, 4, 1, first), (256, 4, 1, last),
+            (257, 4, 1, last), (258, 3, 3, 'bits'), (259, 3, 1, 8),
+            (262, 3, 1, 2), (273, 4, first, 'offsets'), (277, 3, 1, 3),
+            (278, 4, 1, 1), (279, 4, first, 'counts')]
+    bits = 8 + 2 + 12 * len(tags) + 4
+    offsets = bits + 6
+    counts = offsets + 4 * first
+    blob = counts + 4 * first
+    where = dict(bits=bits, offsets=offsets, counts=counts)
+    out = b'II*\0' + struct.pack('<IH', 8, len(tags))
+    for tag, kind, count, value in tags:
+        value = where.get(value, value)
+        if kind == 3 and count == 1:
+            out += struct.pack('<HHIHH', tag, kind, count, value, 0)
+        else:
+            out += struct.pack('<HHII', tag, kind, count, value)
+    out += struct.pack('<I', 0) + struct.pack('<HHH', 8, 8, 8)
+    out += struct.pack(f'<{first}I', *[blob] * first)
+    out += struct.pack(f'<{first}I', *[len(row)] * first) + row
+    path.write_bytes(out)
+    return str(path)
 
 
 def tree_state(root: Path,

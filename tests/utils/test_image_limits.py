@@ -8,7 +8,8 @@ import zlib
 import cv2
 import numpy as np
 import pytest
-from attack_helpers import changed, run_measured, tree_state
+from attack_helpers import (changed, run_measured, tiff_two_sizes,
+                            tree_state)
 from log_helpers import logged_warnings
 
 from sapiens_mm.apis.inferencers.utils.sources import (collect_sources,
@@ -148,42 +149,12 @@ def test_unidentified_header_is_unreadable(tmp_path):
         read_image(str(f))
 
 
-def _tiff_two_sizes(path, first, last):
-    """An RGB TIFF whose width and height tags appear twice: ``first`` x
-    ``first``, then ``last`` x ``last`` (Pillow takes the last tag, libtiff
-    and so OpenCV the first). Its ``first`` strips of one row all point at
-    one deflate blob of a row of zeros, so the file is small and
-    ``cv2.imdecode`` fills ``first``**2 * 3 bytes from it."""
-    row = zlib.compress(b'\0' * (first * 3), 9)
-    tags = [(256, 4, 1, first), (257, 4, 1, first), (256, 4, 1, last),
-            (257, 4, 1, last), (258, 3, 3, 'bits'), (259, 3, 1, 8),
-            (262, 3, 1, 2), (273, 4, first, 'offsets'), (277, 3, 1, 3),
-            (278, 4, 1, 1), (279, 4, first, 'counts')]
-    bits = 8 + 2 + 12 * len(tags) + 4
-    offsets = bits + 6
-    counts = offsets + 4 * first
-    blob = counts + 4 * first
-    where = dict(bits=bits, offsets=offsets, counts=counts)
-    out = b'II*\0' + struct.pack('<IH', 8, len(tags))
-    for tag, kind, count, value in tags:
-        value = where.get(value, value)
-        if kind == 3 and count == 1:
-            out += struct.pack('<HHIHH', tag, kind, count, value, 0)
-        else:
-            out += struct.pack('<HHII', tag, kind, count, value)
-    out += struct.pack('<I', 0) + struct.pack('<HHH', 8, 8, 8)
-    out += struct.pack(f'<{first}I', *[blob] * first)
-    out += struct.pack(f'<{first}I', *[len(row)] * first) + row
-    path.write_bytes(out)
-    return str(path)
-
-
 def test_tiff_with_its_size_twice_is_refused_in_bounded_memory(tmp_path):
     """Pillow reads the TIFF as 64 x 64, libtiff (OpenCV's decoder) as
     30000 x 30000 (2.5 GiB decoded): the size checked must be the size
     decoded. Refused in one line (both backends, the CLI, the web demo),
     and reading it costs no more memory than reading a 64 x 64 PNG."""
-    tiff = _tiff_two_sizes(tmp_path / 'twice.tif', 30000, 64)
+    tiff = tiff_two_sizes(tmp_path / 'twice.tif', 30000, 64)
     assert (tmp_path / 'twice.tif').stat().st_size < 300_000
     for backend in ('pillow', 'cv2'):
         with pytest.raises(UnreadableImageError, match='cannot decode '

@@ -46,8 +46,10 @@ refused when torch would unpickle its weights (``use_pickle``, legacy
 graph names beyond plain arithmetic on sizes, comparisons of input sizes
 (``guards_code``), ATen operators that touch no file and Python names
 (values, inputs, pytree specs of tuples, lists and dicts). ONNX metadata
-is read as JSON. Errors end with one line (``--debug`` shows the
-traceback).
+is read as JSON. Run as a program, it sets OpenCV's decode limit to
+50 megapixels (``$OPENCV_IO_MAX_IMAGE_PIXELS``, when not set already):
+OpenCV refuses a larger image from the size its decoder reads, before
+allocating it. Errors end with one line (``--debug`` shows the traceback).
 """
 import argparse
 import ast
@@ -64,8 +66,17 @@ import tempfile
 import zipfile
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-import cv2
-import numpy as np
+#: Most pixels an input image may have (as sapiens_mm's default limit).
+MAX_IMAGE_PIXELS = 50_000_000
+if __name__ == '__main__':
+    # Run as a program, it sets OpenCV's own decode limit (read once, when
+    # cv2 loads): OpenCV refuses a larger image from the size its decoder
+    # reads, before allocating it. Its refusal is this script's one line.
+    os.environ.setdefault('OPENCV_IO_MAX_IMAGE_PIXELS', str(MAX_IMAGE_PIXELS))
+    os.environ.setdefault('OPENCV_LOG_LEVEL', 'ERROR')
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
 
 
 # ------------------------------------------------------------------ model
@@ -727,9 +738,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     run, meta = load_model(args.model, trust_pt2=args.trust_pt2)
     mapping = {}
     for path, stem in zip(args.images, unique_stems(args.images)):
-        img = cv2.imread(path, cv2.IMREAD_COLOR)
+        try:
+            img = cv2.imread(path, cv2.IMREAD_COLOR)
+        except cv2.error:  # e.g. over OpenCV's pixel limit
+            img = None
         if img is None:
-            raise ValueError(f'Cannot read image {path}.')
+            raise ValueError(
+                f'Cannot read image {path} (not an image OpenCV reads, or '
+                'over $OPENCV_IO_MAX_IMAGE_PIXELS pixels: '
+                f'{os.environ.get("OPENCV_IO_MAX_IMAGE_PIXELS", "2^30")}).')
         pred = predict(run, meta, img, bboxes)
         base = osp.join(args.out_dir, stem)
         if meta['task'] == 'pose':
