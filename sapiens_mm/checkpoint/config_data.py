@@ -152,6 +152,12 @@ def _registered_types() -> Tuple[FrozenSet[str], FrozenSet[Tuple[str, str]]]:
     return frozenset(names), frozenset(pairs)
 
 
+def _shown(value: Any) -> str:
+    """A stored value as a message shows it (at most 80 characters)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + '...'
+
+
 def _importable(name: str) -> Optional[str]:
     """Where Python would import the top-level module ``name`` from, or
     None (nothing is imported; a failed lookup counts as importable)."""
@@ -174,8 +180,8 @@ def _check_type(value: Any, where: str, source: str, registered) -> None:
             and (m['scope'], m['name']) in pairs))
     if not ok:
         raise UnsafeModelError(
-            f'{source}: the stored config sets {where} = {value!r}, which is '
-            'not a class registered in mmengine / mmpose / mmseg / '
+            f'{source}: the stored config sets {where} = {_shown(value)}, '
+            'which is not a class registered in mmengine / mmpose / mmseg / '
             'mmpretrain / mmdet (building it could import and run arbitrary '
             'code). The file was not written by sapiens_mm or was altered; '
             'pass your own config for it.')
@@ -183,7 +189,7 @@ def _check_type(value: Any, where: str, source: str, registered) -> None:
     if location is not None:
         raise UnsafeModelError(
             f'{source}: the stored config sets {where} = {value!r}, a '
-            f'registered class name that is also a module Python would '
+            'registered class name that is also a module Python would '
             f'import ({location}): mmengine imports it when the registry '
             'that builds this entry does not know the name. Move that '
             'module out of the import path (e.g. the current folder), or '
@@ -193,7 +199,7 @@ def _check_type(value: Any, where: str, source: str, registered) -> None:
 def _check_scope(value: Any, where: str, source: str) -> None:
     if value not in STORED_CONFIG_SCOPES:
         raise UnsafeModelError(
-            f'{source}: the stored config sets {where} = {value!r}; '
+            f'{source}: the stored config sets {where} = {_shown(value)}; '
             'mmengine imports `<scope>.registry` for a scope, so a stored '
             f'config may only name {", ".join(STORED_CONFIG_SCOPES)}. The '
             'file was not written by sapiens_mm or was altered; pass your '
@@ -206,8 +212,8 @@ def _check_storage(value: Any, where: str, source: str) -> None:
         value.get('backend', 'local') in _LOCAL_BACKENDS
     if not local:
         raise UnsafeModelError(
-            f'{source}: the stored config sets {where} = {value!r}; a '
-            'storage backend other than local files makes mmengine import '
+            f'{source}: the stored config sets {where} = {_shown(value)}; '
+            'a storage backend other than local files makes mmengine import '
             'its package (petrel_client, memcached, lmdb). Pass your own '
             'config for this file.')
 

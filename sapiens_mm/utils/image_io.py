@@ -296,7 +296,7 @@ def read_image(path: str,
             image.
     """
     if backend not in ('pillow', 'cv2'):
-        raise ValueError(f"backend must be 'pillow' or 'cv2', got "
+        raise ValueError("backend must be 'pillow' or 'cv2', got "
                          f'{backend!r}.')
     try:
         content = get_bytes(path, backend_args=backend_args)

@@ -469,7 +469,7 @@ def test_python_m_sapiens_mm_vouched_attacks(code_attacks, files):
         'import runpy, sys\n'
         f'for name in {list(CODE_ATTACKS)!r}:\n'
         f'    sys.argv = ["sapiens_mm", {files["img"]!r}, "--seg",\n'
-        f'                name + ".pt2", "--trust-pt2", "--out-dir", "m"]\n'
+        '                name + ".pt2", "--trust-pt2", "--out-dir", "m"]\n'
         '    try:\n'
         '        runpy.run_module("sapiens_mm", run_name="__main__")\n'
         '    except SystemExit as e:\n'

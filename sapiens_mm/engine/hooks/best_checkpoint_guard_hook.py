@@ -138,7 +138,7 @@ class BestCheckpointGuardHook(Hook):
         info['keep_ckpt_ids'] = kept
         dropped = [i for i in ids if i not in kept] if valid else ids
         print_log(
-            f'The resumed checkpoint lists checkpoints to rotate out '
+            'The resumed checkpoint lists checkpoints to rotate out '
             f'(keep_ckpt_ids={str(ids)[:80]}), but {str(dropped)[:80]} are '
             f'not checkpoints this run wrote in {", ".join(sorted(folders))}'
             '; they will not be deleted (only checkpoints this run saves '
