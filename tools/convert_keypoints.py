@@ -69,33 +69,49 @@ def _inputs(paths: List[str]) -> List[Tuple[Path, Path]]:
 
 
 def run(args: argparse.Namespace) -> List[Path]:
-    """Convert every input; return the written files."""
+    """Convert every input; return the written files.
+
+    Each input is converted (and, with ``--draw``, its canvas size checked
+    against the image limits and drawn) before any of its outputs is
+    written; files are written atomically.
+    """
     import cv2
 
     from sapiens_mm.datasets.keypoint_formats import (
         convert_pose_record,
         pose_record_arrays,
+        pose_record_canvas,
     )
+    from sapiens_mm.engine.fileio import atomic_write
     from sapiens_mm.visualization.openpose import draw_openpose
     written = []
     for src, rel in _inputs(args.inputs):
         try:
             record = json.loads(src.read_text())
+        except ValueError as e:
+            raise ValueError(f'{src}: not JSON ({e})') from None
+        if args.draw or args.format == 'openpose':  # messages name src
+            canvas = pose_record_canvas(record, str(src))
+        try:
             doc = convert_pose_record(record, args.format)
-        except (ValueError, KeyError, TypeError) as e:
+            if args.draw:
+                kpts, scores, names = pose_record_arrays(record)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f'{src}: {e}') from None
+        outputs = []
         dst = Path(args.out_dir) / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_text(json.dumps(doc))
-        written.append(dst)
         if args.draw:
-            kpts, scores, names = pose_record_arrays(record)
-            img = draw_openpose(kpts, scores, names,
-                                (record['height'], record['width']),
+            img = draw_openpose(kpts, scores, names, canvas,
                                 kpt_thr=args.kpt_thr)
-            png = dst.with_name(dst.stem + '_openpose.png')
-            cv2.imwrite(str(png), img)
-            written.append(png)
+            ok, png = cv2.imencode('.png', img)
+            if not ok:
+                raise ValueError(f'{src}: could not encode the drawing.')
+            outputs.append((dst.with_name(dst.stem + '_openpose.png'),
+                            png.tobytes()))
+        outputs.insert(0, (dst, json.dumps(doc)))
+        for path, data in outputs:
+            atomic_write(data, path)
+            written.append(path)
     return written
 
 

@@ -26,12 +26,14 @@ same safe path. This package only turns files into state dicts: it imports
 nothing from the model zoo, the inference front end or deployment.
 """
 import importlib
+import io
 import os
 import os.path as osp
 import pickle
 import re
 from collections import OrderedDict
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import (Any, Dict, Iterable, Iterator, List, Optional, Set,
+                    Tuple, Union)
 
 import numpy as np
 import torch
@@ -318,7 +320,15 @@ def trusted_types() -> List[Any]:
 
 _GLOBAL_RE = re.compile(r'GLOBAL ([\w\.]+)')
 _REFUSED_RE = re.compile(r'Refused (?:getattr\(|numpy scalar ).*')
-_WO_ERROR_RE = re.compile(r'WeightsUnpickler error: (.*)')
+#: torch's own explanation after its advice (on the same line, or after a
+#: blank line), up to its documentation pointer.
+_WO_ERROR_RE = re.compile(r'WeightsUnpickler error:\s*(.*?)\s*(?:Check the '
+                          r'documentation of torch\.load|\Z)', re.S)
+#: Pickle opcodes that push a string (the module and name STACK_GLOBAL
+#: takes from the stack).
+_STRING_OPS = frozenset({'SHORT_BINUNICODE', 'BINUNICODE', 'BINUNICODE8',
+                         'UNICODE', 'SHORT_BINSTRING', 'BINSTRING',
+                         'STRING'})
 
 
 def _not_a_checkpoint(path: str, detail: str) -> pickle.UnpicklingError:
@@ -328,7 +338,150 @@ def _not_a_checkpoint(path: str, detail: str) -> pickle.UnpicklingError:
         'by torch.save; download or copy it again.')
 
 
-def load_file(path: str, map_location: Any = 'cpu') -> Any:
+def _pickles(path: str) -> Iterator[bytes]:
+    """The pickle streams of a ``torch.save`` file: ``data.pkl`` of a zip
+    file, or the file itself (legacy format, several pickles in a row)."""
+    import zipfile
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = [n for n in z.namelist()
+                     if n.endswith('data.pkl') and n.count('/') <= 1]
+            for name in names[:1]:
+                yield z.read(name)
+            return
+    except (zipfile.BadZipFile, OSError):
+        pass
+    with open(path, 'rb') as f:
+        yield f.read(64 << 20)  # legacy: the pickles come first
+
+
+def _pickle_scan(path: str) -> Tuple[List[str], Optional[int]]:
+    """``(globals, protocol)``: every ``module.name`` the pickles of a
+    checkpoint reference (``GLOBAL``, ``INST``, ``STACK_GLOBAL``), in
+    order, and the highest pickle protocol they declare. Read with
+    :mod:`pickletools`: nothing is unpickled."""
+    import pickletools
+    names: List[str] = []
+    protocol: Optional[int] = None
+    for data in _pickles(path):
+        stream = io.BytesIO(data)
+        while stream.tell() < len(data):
+            recent: List[Any] = []  # what each opcode pushed (strings)
+            memo: Dict[int, Any] = {}
+            try:
+                for op, arg, _ in pickletools.genops(stream):
+                    if op.name == 'PROTO':
+                        protocol = max(protocol or 0, int(arg))
+                    elif op.name in ('GLOBAL', 'INST'):
+                        names.append(str(arg).replace(' ', '.'))
+                    elif op.name == 'STACK_GLOBAL' and len(recent) >= 2 \
+                            and all(isinstance(v, str) for v in recent[-2:]):
+                        names.append(f'{recent[-2]}.{recent[-1]}')
+                    if op.name in _STRING_OPS:
+                        recent.append(arg if isinstance(arg, str) else
+                                      bytes(arg).decode('latin-1'))
+                    elif op.name == 'MEMOIZE' and recent:
+                        memo[len(memo)] = recent[-1]
+                    elif op.name in ('PUT', 'BINPUT', 'LONG_BINPUT') and \
+                            recent:
+                        memo[int(arg)] = recent[-1]
+                    elif op.name in ('GET', 'BINGET', 'LONG_BINGET'):
+                        recent.append(memo.get(int(arg)))
+                    elif op.name not in ('FRAME', 'PROTO', 'STOP'):
+                        recent.append(None)
+            except (ValueError, EOFError):  # not (or no more) pickle
+                break
+    return names, protocol
+
+
+def _allowed_global_names(allowed: List[Any]) -> Set[str]:
+    """``module.name`` of every global ``torch.load(weights_only=True)``
+    accepts under the allowlist ``allowed``."""
+    names = set()
+    try:  # torch's defaults (tensors, dtypes, OrderedDict...)
+        from torch._weights_only_unpickler import _get_allowed_globals
+        names |= set(_get_allowed_globals())
+    except ImportError:
+        pass
+    for entry in allowed:
+        if isinstance(entry, tuple):
+            names.add(entry[1])
+        else:
+            names.add(f'{entry.__module__}.{entry.__qualname__}')
+    return names
+
+
+def _imported_object(name: str) -> Any:
+    """The object ``module.Name`` names if its module is imported already
+    (looked up statically: nothing is imported or run), else None."""
+    import inspect
+    import sys
+    module, _, attr = name.rpartition('.')
+    obj = sys.modules.get(module)
+    for part in attr.split('.') if obj is not None else []:
+        obj = inspect.getattr_static(obj, part, None)
+        if obj is None:
+            break
+    return obj
+
+
+def _needs_global(path: str, name: str) -> CheckpointTypeError:
+    if '.' not in name:  # torch names builtins bare ("GLOBAL eval")
+        name = f'builtins.{name}'
+    msg = (f'Refused to load checkpoint {path}: it needs the Python object '
+           f'`{name}`, which is not in sapiens_mm\'s checkpoint allowlist '
+           '(unpickling unknown objects can run arbitrary code).')
+    reason = _denied_reason(name)
+    if reason is None:
+        obj = _imported_object(name)
+        if obj is not None and not isinstance(obj, type):
+            reason = (f'`{name}` is a {type(obj).__name__}, not a data '
+                      'class, and calling it while unpickling can run code')
+    if reason is not None:
+        return CheckpointTypeError(
+            f'{msg} {reason[0].upper()}{reason[1:]}: no real checkpoint needs '
+            'it and it cannot be allowed. Do not use this file; it is '
+            'probably malicious.')
+    return CheckpointTypeError(
+        f'{msg} If you trust this file and `{name}` is a plain data class, '
+        'allow it with '
+        f'`sapiens_mm.checkpoint.add_trusted_types(["{name}"])` or '
+        f'`export {TRUSTED_TYPES_ENV}={name}`, then load again.')
+
+
+def _unpickling_refusal(path: str, error: str,
+                        allowed: List[Any]) -> pickle.UnpicklingError:
+    """The one-line error for a checkpoint ``torch.load(weights_only=True)``
+    refused with ``error``: the global it needs (named by torch, or found
+    by scanning the pickle when torch stopped at an opcode it does not
+    read), else why it is not a checkpoint it can read."""
+    refused = _REFUSED_RE.search(error)
+    if refused is not None:
+        return CheckpointTypeError(
+            f'Refused to load checkpoint {path}: {refused.group(0)}')
+    found = _GLOBAL_RE.search(error)
+    if found is not None:
+        return _needs_global(path, found.group(1))
+    names, protocol = _pickle_scan(path)
+    known = _allowed_global_names(allowed)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        return _needs_global(path, unknown[0])
+    detail = _WO_ERROR_RE.search(error)
+    detail = ' '.join(detail.group(1).split()) if detail else ''
+    if protocol is not None and protocol >= 4 and \
+            detail.startswith('Unsupported operand'):
+        return pickle.UnpicklingError(
+            f'Cannot read checkpoint {path}: it was pickled with protocol '
+            f'{protocol}, which torch\'s safe loader (weights_only=True) '
+            'does not read. If you trust the file, load it where it was '
+            'written and save it again with torch.save\'s default protocol.')
+    return _not_a_checkpoint(path, detail or error.splitlines()[0]
+                             if error else 'no details')
+
+
+def load_file(path: str, map_location: Any = 'cpu',
+              mmap: bool = False) -> Any:
     """Read a checkpoint file safely (``weights_only=True`` + allowlist).
 
     Args:
@@ -338,6 +491,9 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
             ``model.safetensors``, or that file alone), converted to the
             official layout (see :mod:`.transformers_layout`).
         map_location: As for ``torch.load``. Defaults to ``'cpu'``.
+        mmap: Map the tensors of a ``torch.save`` zip file instead of
+            reading them (``torch.load(mmap=True)``): reading a large
+            checkpoint's ``meta`` or ``message_hub`` then costs little.
 
     Returns:
         The unpickled object (usually a dict); for safetensors the flat
@@ -345,11 +501,12 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
 
     Raises:
         FileNotFoundError: The path is not a file.
-        CheckpointTypeError: The file needs a type outside the allowlist;
-            the message names it and, when it is a type that may be allowed
-            at all, says how.
-        pickle.UnpicklingError: The file is empty, truncated or not a
-            checkpoint.
+        CheckpointTypeError: The file needs a type outside the allowlist
+            (referenced by any pickle opcode); the message names it and,
+            when it is a type that may be allowed at all, says how.
+        pickle.UnpicklingError: The file is empty, truncated, not a
+            checkpoint, or pickled with opcodes torch's safe loader does
+            not read (pickle protocol 4 and later).
         TrustedTypeError: A bad ``SAPIENS_MM_TRUSTED_TYPES`` entry.
         ValueError: A safetensors file that cannot be read.
     """
@@ -369,38 +526,9 @@ def load_file(path: str, map_location: Any = 'cpu') -> Any:
     try:
         with torch.serialization.safe_globals(allowed):
             loaded = torch.load(path, map_location=map_location,
-                                weights_only=True)
+                                weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as e:
-        refused = _REFUSED_RE.search(str(e))
-        if refused is not None:
-            raise CheckpointTypeError(
-                f'Refused to load checkpoint {path}: {refused.group(0)}'
-            ) from None
-        found = _GLOBAL_RE.search(str(e))
-        if found is None:
-            detail = _WO_ERROR_RE.search(str(e))
-            raise _not_a_checkpoint(
-                path, detail.group(1).strip() if detail else
-                str(e).splitlines()[0]) from None
-        name = found.group(1)
-        if '.' not in name:  # torch names builtins bare ("GLOBAL eval")
-            name = f'builtins.{name}'
-        msg = (f'Refused to load checkpoint {path}: it needs the Python '
-               f'object `{name}`, which is not in sapiens_mm\'s checkpoint '
-               'allowlist (unpickling unknown objects can run arbitrary '
-               'code).')
-        reason = _denied_reason(name)
-        if reason is not None:
-            raise CheckpointTypeError(
-                f'{msg} {reason[0].upper()}{reason[1:]}: no real checkpoint '
-                'needs it and it cannot be allowed. Do not use this file; it '
-                'is probably malicious.') from None
-        raise CheckpointTypeError(
-            f'{msg} If you trust this file and `{name}` is a plain data '
-            'class, allow it with '
-            f'`sapiens_mm.checkpoint.add_trusted_types(["{name}"])` or '
-            f'`export {TRUSTED_TYPES_ENV}={name}`, then load again.'
-        ) from None
+        raise _unpickling_refusal(path, str(e), allowed) from None
     except (EOFError, RuntimeError, ValueError) as e:
         # torch's zip reader: "PytorchStreamReader failed ...", EOF of a
         # truncated legacy file, ...

@@ -27,12 +27,14 @@ from typing import Dict, List, Literal, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from sapiens_mm.utils.image_io import check_image_size
+
 from .metainfo import load_goliath_keypoints, load_keypoint_formats
 
 __all__ = [
     'EXPORT_FORMATS', 'KeypointMapping', 'layout_names', 'keypoint_mapping',
     'convert_keypoints', 'to_openpose', 'pose_record_arrays',
-    'convert_pose_record'
+    'pose_record_canvas', 'convert_pose_record'
 ]
 
 ExportFormat = Literal['coco17', 'coco_wholebody', 'openpose']
@@ -211,6 +213,33 @@ def pose_record_arrays(record: dict
             np.asarray(scores, np.float32).reshape(-1, k), list(names))
 
 
+def pose_record_canvas(record: dict,
+                       source: str = 'the pose record') -> Tuple[int, int]:
+    """``(height, width)`` of the image a pose record was made from,
+    checked as an image size before a canvas of it is allocated.
+
+    The record is a file (anyone's JSON): its ``height`` / ``width`` must
+    be positive integers within the image limits of
+    :func:`~sapiens_mm.utils.image_io.check_image_size` (pixels and aspect
+    ratio, the same budget as decoded images).
+
+    Raises:
+        ValueError: Missing or not positive integers.
+        ImageTooLargeError: Over the image limits (one line: the size, the
+            limit, how to raise it).
+    """
+    if not isinstance(record, dict):
+        raise ValueError(f'{source}: not a pose record (a JSON object).')
+    height, width = record.get('height'), record.get('width')
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+               for v in (height, width)):
+        raise ValueError(
+            f'{source}: "height" / "width" must be the image size in '
+            f'pixels (positive integers), got {height!r} / {width!r}.')
+    check_image_size(width, height, f'{source}: the canvas')
+    return height, width
+
+
 def convert_pose_record(record: dict, fmt: ExportFormat,
                         source_names: Optional[Sequence[str]] = None) -> dict:
     """Convert one frame's pose JSON record (as the inferencer writes it to
@@ -225,6 +254,12 @@ def convert_pose_record(record: dict, fmt: ExportFormat,
 
     Returns:
         The converted JSON document.
+
+    Raises:
+        ValueError: An unknown format, a malformed record, or (openpose)
+            an image size that is not positive integers.
+        ImageTooLargeError: (openpose) An image size over the image limits
+            (:func:`pose_record_canvas`).
     """
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f'Unknown export format {fmt!r}; choose from '
@@ -232,11 +267,11 @@ def convert_pose_record(record: dict, fmt: ExportFormat,
     kpts, scores, names = pose_record_arrays(record)
     if source_names is not None:
         names = list(source_names)
-    if fmt == 'openpose':
+    if fmt == 'openpose':  # a canvas size, which readers allocate
+        height, width = pose_record_canvas(record)
         ids = [inst.get('track_id', -1) for inst in record.get('instances',
                                                                 [])]
-        return to_openpose(kpts, scores, names, record['width'],
-                           record['height'], ids)
+        return to_openpose(kpts, scores, names, width, height, ids)
     out_k, out_s = convert_keypoints(kpts, scores, names, fmt)
     doc = {k: v for k, v in record.items()
            if k not in ('instances', 'keypoint_names', 'skeleton_links')}

@@ -108,6 +108,29 @@ def _read_upload(path: str) -> np.ndarray:
             'BMP, TIFF or WebP photo.') from None
 
 
+def _matting_background(text: str, upload: Optional[str]):
+    """What the matting composite goes onto: the uploaded image, else the
+    colour typed in, else None (green screen).
+
+    The text is only ever read as a colour, never as a path: files on the
+    server are not the visitor's, and a message that differed for files
+    that exist would tell which do.
+    """
+    if upload:
+        return _read_upload(upload)
+    text = (text or '').strip()
+    if not text:
+        return None
+    from sapiens_mm.utils.matting import COLORS, parse_color
+    try:
+        return parse_color(text)
+    except ValueError:
+        raise ValueError(  # the text is not repeated: one message for all
+            'The matting background is not a colour: give a name '
+            f'({", ".join(sorted(COLORS))}), #RRGGBB or R,G,B (0-255), or '
+            'upload a background image.') from None
+
+
 def _panel(img: np.ndarray, title: str) -> np.ndarray:
     """``img`` (BGR) scaled to the panel height, with a title bar."""
     h, w = img.shape[:2]
@@ -243,7 +266,8 @@ class WebDemo:
             skeleton_style: str = 'mmpose',
             export_formats: Sequence[str] = (),
             save_mask: bool = False,
-            background: str = ''
+            background: str = '',
+            background_image: Optional[str] = None
             ) -> Tuple[Optional[np.ndarray], List[str], str]:
         """One request.
 
@@ -256,9 +280,11 @@ class WebDemo:
             skeleton_style: ``'mmpose'`` or ``'openpose'``.
             export_formats: Extra pose formats to write.
             save_mask: Write the foreground mask and cut-outs (needs seg).
-            background: What the matting composite puts behind the person:
-                a colour or an image path ('': green screen; ignored
-                without matting).
+            background: The colour the matting composite puts behind the
+                person (a name, ``#RRGGBB`` or ``R,G,B``; '': green screen;
+                ignored without matting). Never read as a path.
+            background_image: Path of an uploaded background image (wins
+                over ``background``), or None.
 
         Returns:
             ``(overlays, files, status)``: the results as one RGB image (None
@@ -281,6 +307,8 @@ class WebDemo:
                                  'first.')
             if not tasks:
                 raise ValueError('Choose at least one task.')
+            matte_bg = _matting_background(background, background_image) \
+                if 'matting' in tasks else None
             scale = self.max_side / max(img.shape[:2])
             if scale < 1:
                 img = cv2.resize(img, None, fx=scale, fy=scale,
@@ -298,8 +326,7 @@ class WebDemo:
                     show_progress=False, skeleton_style=skeleton_style,
                     export_formats=tuple(export_formats),
                     save_mask=save_mask,
-                    background=(background or None)
-                    if 'matting' in tasks else None)[0]
+                    background=matte_bg)[0]
                 files = self._downloads(out_dir)
         except Exception as e:  # noqa: BLE001 (any failure: said in the page)
             if isinstance(e, ConfigMismatchError):  # in this demo's words
@@ -400,6 +427,10 @@ class WebDemo:
                         label='Matting background (colour name, #RRGGBB '
                         'or R,G,B; empty: green screen)', value='',
                         elem_id='background')
+                    background_image = gr.File(
+                        label='or a matting background image',
+                        file_count='single', type='filepath',
+                        elem_id='background_image')
                     run = gr.Button('Run', variant='primary', elem_id='run')
             status = gr.Markdown('', elem_id='status')
             overlays = gr.Image(label='Results (each with its key)',
@@ -410,13 +441,14 @@ class WebDemo:
 
             def on_run(upload, webcam, tasks, *rest):
                 choices = dict(zip(DEMO_TASKS, rest[:len(DEMO_TASKS)]))
-                style, formats, mask, background = rest[len(DEMO_TASKS):]
+                style, formats, mask, background, background_image = \
+                    rest[len(DEMO_TASKS):]
                 return self.run(upload, webcam, tasks, choices, style,
-                                formats, mask, background)
+                                formats, mask, background, background_image)
 
             run.click(on_run,
                       inputs=[upload, webcam, tasks, *models, style, formats,
-                              mask, background],
+                              mask, background, background_image],
                       outputs=[overlays, files, status])
         return app
 

@@ -23,8 +23,10 @@ from .runtime import (
 from .safe_load import (
     UnsafeModelError,
     check_graph_target,
+    check_guard_expression,
     check_pt2_archive,
     check_size_expression,
+    check_treespec,
     config_from_data,
     config_to_data,
 )
@@ -45,7 +47,8 @@ __all__ = [
     'OUTPUT_NAMES', 'read_metadata', 'EXPORTED_SUFFIXES', 'ExportedModel',
     'is_exported_model', 'postprocess_dense', 'postprocess_pose',
     'UnsafeModelError', 'check_pt2_archive', 'check_graph_target',
-    'check_size_expression', 'config_from_data', 'config_to_data',
+    'check_guard_expression', 'check_size_expression', 'check_treespec',
+    'config_from_data', 'config_to_data',
     'TRUST_STORE_ENV', 'UntrustedModelError', 'open_trusted_pt2',
     'trust_exported_program', 'trust_store_path', 'trusted_digests',
     *_EXPORT_NAMES

@@ -56,7 +56,7 @@ from sapiens_mm.utils.cpu_kernels import pytorch_ops_only
 
 from .metadata import INPUT_NAME, METADATA_VERSION, OUTPUT_NAMES, PT2_EXTRA
 from .safe_load import UnsafeModelError, config_to_data
-from .trust import trust_exported_program
+from .trust import UntrustedModelError, trust_exported_program
 
 __all__ = [
     'SapiensExportModule', 'check_test_cfg', 'export_metadata',
@@ -401,10 +401,18 @@ def export_model(config: Union[str, Config],
 def _record_trusted(path: str) -> None:
     """Add a ``.pt2`` just written to the trust store (a store that cannot
     be written is logged: the file is valid, but this installation will
-    refuse it until it is trusted)."""
+    refuse it until it is trusted; an archive the loader's checks refuse
+    is logged and not recorded)."""
     try:
         trust_exported_program(path, source='exported')
-    except (OSError, UnsafeModelError) as e:
+    except UntrustedModelError as e:  # the store itself is unusable
+        print_log(f'{e} {path} was written, but sapiens_mm refuses to load '
+                  'it until it is trusted (--trust-pt2).', logger='current',
+                  level=30)
+    except UnsafeModelError as e:
+        print_log(f'{e} {path} was written but will not load; use the '
+                  '.onnx export of this model.', logger='current', level=30)
+    except OSError as e:
         print_log(f'{e}. {path} was written, but sapiens_mm refuses to load '
                   'it until it is trusted (--trust-pt2).', logger='current',
                   level=30)

@@ -9,15 +9,19 @@ run code when it is opened naively:
   it. The config is now stored as pure data and rebuilt executing nothing
   (:func:`config_to_data` / :func:`config_from_data`, from
   :mod:`sapiens_mm.checkpoint.config_data`, which checkpoints use too).
-* the weights of a ``.pt2`` archive. torch's archive loader unpickles a
-  weight or constant flagged ``use_pickle`` (and legacy ``*.pt`` weight
-  files, and "opaque" constants) with full pickle, i.e. it can run any
-  ``__reduce__``. :func:`check_pt2_archive` reads the archive's zip
-  directory and JSON configs first and refuses such entries before torch
-  touches the file; the sample inputs (a ``torch.save`` file torch would
-  retry with ``weights_only=False`` on failure) must load with
-  ``weights_only=True``.
+* a ``.pt2`` archive. torch's loader unpickles a weight or constant flagged
+  ``use_pickle`` (and legacy ``*.pt`` weight files, and "opaque"
+  constants) with full pickle, hands the symbolic sizes of the graph to
+  ``sympy.sympify``, compiles the archive's ``guards_code`` with ``exec``
+  when ``.module()`` is called, writes the names of the graph's values and
+  inputs into the Python source of the module it generates, imports the
+  modules a pytree spec names (``__enum__`` contexts, ``defaultdict``
+  factories) and retries the sample inputs with ``weights_only=False``.
+  :func:`check_pt2_archive` reads the archive's zip directory and JSON
+  first and refuses, before torch touches the file, anything in those
+  fields that is not what a model export writes.
 """
+import ast
 import collections
 import io
 import json
@@ -31,7 +35,8 @@ from sapiens_mm.checkpoint.config_data import (UnsafeModelError,
 
 __all__ = [
     'UnsafeModelError', 'config_to_data', 'config_from_data',
-    'check_pt2_archive', 'check_size_expression', 'check_graph_target'
+    'check_pt2_archive', 'check_size_expression', 'check_graph_target',
+    'check_guard_expression', 'check_treespec'
 ]
 
 # --------------------------------------------------------------------- pt2
@@ -41,8 +46,8 @@ _PT2_DATA = re.compile(
     r'\.data/serialization_id|models/[^/]+\.json|extra/[^/]+|'
     r'data/weights/weight_\d+|data/constants/tensor_\d+|'
     r'data/weights/[^/]+_weights_config\.json|'
-    r'data/constants/[^/]+_constants_config\.json)$')
-_PT2_SAMPLE_INPUTS = re.compile(r'^data/sample_inputs/[^/]+\.pt$')
+    r'data/constants/[^/]+_constants_config\.json)\Z')
+_PT2_SAMPLE_INPUTS = re.compile(r'^data/sample_inputs/[^/]+\.pt\Z')
 
 
 def check_pt2_archive(path: str, file: Optional[BinaryIO] = None) -> None:
@@ -64,10 +69,15 @@ def check_pt2_archive(path: str, file: Optional[BinaryIO] = None) -> None:
         UnsafeModelError: Not a zip archive, an entry torch would unpickle
             (a weight or constant with ``use_pickle``, a legacy ``*.pt``
             weights / constants file, a custom or opaque object), sample
-            inputs that need more than ``weights_only=True``, a symbolic
-            size expression that is not arithmetic on size symbols
-            (:func:`check_size_expression`), or any entry this check does
-            not know.
+            inputs that need more than ``weights_only=True`` or hold more
+            than tensors and numbers under Python names, a symbolic size
+            expression that is not arithmetic on size symbols
+            (:func:`check_size_expression`), a guard that is not a
+            comparison of input sizes (:func:`check_guard_expression`),
+            an operator a model export never calls
+            (:func:`check_graph_target`), a value or input name that is
+            not a Python name, a pytree spec of other than tuples, lists
+            and dicts, or any entry this check does not know.
     """
     try:
         archive = zipfile.ZipFile(path if file is None else file)
@@ -109,7 +119,7 @@ def _check_payload_config(path: str, rel: str, raw: bytes) -> None:
             f'Refused {path}: {rel} is not a valid payload config.') from None
     for fqn, meta in entries.items():
         if not isinstance(meta, dict) or meta.get('use_pickle', False) or \
-                not re.match(r'^(weight|tensor)_\d+$',
+                not re.match(r'^(weight|tensor)_\d+\Z',
                              str(meta.get('path_name'))):
             raise UnsafeModelError(
                 f'Refused {path}: {fqn!r} in {rel} is stored as a pickle '
@@ -117,17 +127,44 @@ def _check_payload_config(path: str, rel: str, raw: bytes) -> None:
                 'weights_only=False and which can run arbitrary code. '
                 'sapiens_mm never exports pickled weights; re-export the '
                 'model with tools/deploy/export.py.')
+    _refuse_program_problems(path, rel, config)
 
 
 def _check_sample_inputs(path: str, name: str, raw: bytes) -> None:
     import torch
     try:
-        torch.load(io.BytesIO(raw), weights_only=True)
+        inputs = torch.load(io.BytesIO(raw), weights_only=True)
     except Exception as e:  # noqa: BLE001 (any failure means: refuse)
         raise UnsafeModelError(
             f'Refused {path}: its sample inputs ({name}) need more than '
             'tensors to load (torch.export.load would retry them with '
             f'weights_only=False): {str(e).splitlines()[0]}') from None
+    why = _sample_inputs_problem(inputs)
+    if why is not None:
+        raise UnsafeModelError(
+            f'Refused {path}: its sample inputs ({name}) hold {why}; '
+            '.module() writes their keys into the Python code it compiles. '
+            'sapiens_mm exports tensors only; re-export the model with '
+            'tools/deploy/export.py.')
+
+
+def _sample_inputs_problem(inputs: Any) -> Optional[str]:
+    """What in loaded sample inputs is not tensors and numbers in tuples,
+    lists and dicts keyed by Python names, or None."""
+    import torch
+    todo = [inputs]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, (tuple, list)):
+            todo.extend(item)
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                if not isinstance(key, str) or not key.isidentifier():
+                    return f'the key {str(key)[:40]!r} (not a Python name)'
+                todo.append(value)
+        elif not isinstance(item, (torch.Tensor, int, float, type(None))):
+            return f'a {type(item).__name__}'
+    return None
 
 
 #: Names a symbolic size expression of an exported graph may use: sympy's
@@ -148,7 +185,7 @@ _SIZE_NAMES = frozenset({
 _SIZE_TOKEN = re.compile(r"""\s+|'[a-z]{1,3}\d+'|"[a-z]{1,3}\d+"|"""
                          r'\d{1,20}(?!\d)|[A-Za-z_][A-Za-z0-9_]*|'
                          r'[-+*/%(),<>=!]')
-_SIZE_SYMBOL = re.compile(r'^[a-z]{1,3}\d+$')  # s0, u3, s77...
+_SIZE_SYMBOL = re.compile(r'^[a-z]{1,3}\d+\Z')  # s0, u3, s77...
 _SIZE_MAX_CHARS = 4000
 
 
@@ -197,7 +234,7 @@ _SYM_TARGETS = frozenset(
 #: another's memory.
 _DENIED_OPS = frozenset({'from_file', 'save', 'set_', 'set_data'})
 _ATEN_TARGET = re.compile(
-    r'^torch\.ops\.aten\.([a-z_][a-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)$')
+    r'^torch\.ops\.aten\.([a-z_][a-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)\Z')
 
 
 def _aten_schema(target: str):
@@ -277,13 +314,165 @@ def _node_problem(node: dict, external: Set[str]) -> Optional[str]:
     return None
 
 
-def _graph_problems(graph: Any) -> Iterator[Tuple[str, Any, str]]:
-    """``(kind, value, why)`` for every size expression and operator of a
-    serialized graph that :func:`check_size_expression`,
-    :func:`check_graph_target` or the in-place rule refuse."""
-    todo = collections.deque([graph])  # in file order
+#: A name torch writes into the Python source of the module it generates
+#: (values, inputs, parameter paths, pytree keys, registry names): words
+#: and dots only, or empty (the root module's path).
+_NAME = re.compile(
+    r'^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)?\Z')
+#: String arguments of operators (``as_string``): printable ASCII without
+#: quotes or backslashes, so nothing can close the quotes they are
+#: printed in (a string input becomes ``x == '<value>'`` in a guard).
+_ARG_TEXT = re.compile(r'^[ !#-&(-\[\]-~]*\Z')
+#: Fields torch keeps as text and never turns into code or imports (the
+#: nodes' stack traces and module paths, the version that wrote the file).
+_TEXT_FIELDS = frozenset({'metadata', 'torch_version'})
+#: Pytree containers a spec may name; others import modules by name
+#: (``defaultdict`` factories) or need registered classes.
+_TREESPEC_TYPES = frozenset({
+    None, 'builtins.tuple', 'builtins.list', 'builtins.dict',
+    'collections.OrderedDict', 'torch.fx.immutable_collections.'
+    'immutable_list', 'torch.fx.immutable_collections.immutable_dict'
+})
+
+
+def check_treespec(text: Any) -> Optional[str]:
+    """Why a serialized pytree spec (``in_spec`` / ``out_spec`` of a
+    graph's call signature) is not plain containers, or None.
+
+    torch rebuilds a spec by type name and decodes each container's
+    ``context`` with a JSON hook that imports the module an ``__enum__``
+    object names; a ``defaultdict`` context imports its factory's module.
+    Accepted: leaves, tuples, lists and dicts (plain, ordered, torch's
+    immutable ones) whose context is null or a list of Python names and
+    integers (dict keys).
+    """
+    try:
+        protocol, spec = json.loads(text)
+    except (TypeError, ValueError):
+        return 'not a serialized pytree spec'
+    if protocol != 1:
+        return f'pytree protocol {protocol!r}'
+    todo = [spec]
     while todo:
-        item = todo.popleft()
+        node = todo.pop()
+        if not isinstance(node, dict) or \
+                set(node) != {'type', 'context', 'children_spec'} or \
+                not isinstance(node['children_spec'], list):
+            return 'not a pytree spec node'
+        if node['type'] not in _TREESPEC_TYPES:
+            return f'the container type {str(node["type"])[:60]!r}'
+        context = node['context']
+        if context is not None:
+            try:
+                keys = json.loads(context)  # plain JSON: no hook, no import
+            except (TypeError, ValueError):
+                return 'a context that is not JSON'
+            if keys is not None and not (isinstance(keys, list) and all(
+                    isinstance(k, int) and not isinstance(k, bool)
+                    or isinstance(k, str) and k.isidentifier()
+                    for k in keys)):
+                return f'the context {str(context)[:60]!r}'
+        todo.extend(node['children_spec'])
+    return None
+
+
+#: Operators, functions and methods of a guard (what torch's Python
+#: printer writes for size arithmetic and comparisons).
+_GUARD_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod,
+              ast.USub, ast.UAdd, ast.Not, ast.And, ast.Or, ast.Eq,
+              ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_GUARD_FUNCTIONS = frozenset({'max', 'min', 'abs'})
+_GUARD_MATH = frozenset({'floor', 'ceil', 'trunc'})
+_GUARD_METHODS = frozenset({'size', 'stride', 'storage_offset', 'dim',
+                            'numel'})
+
+
+def check_guard_expression(text: Any) -> Optional[str]:
+    """Why a guard of an exported program (``guards_code``) is not a
+    comparison of input sizes, or None.
+
+    ``ExportedProgram.module()`` pastes each guard into Python source that
+    it compiles with ``exec`` (a line break in a guard starts a statement
+    of its own, run there and then). Accepted: one expression of integers,
+    ``+ - * / // %``, comparisons, ``and`` / ``or`` / ``not``, ``max`` /
+    ``min`` / ``abs`` / ``math.floor`` / ``ceil`` / ``trunc``, and input
+    sizes: ``L['name'][0].size()[1]`` (``L`` subscripted by Python names
+    and integers, then ``.size()``, ``.stride()``, ``.storage_offset()``,
+    ``.dim()`` or ``.numel()``).
+    """
+    if not isinstance(text, str):
+        return f'{type(text).__name__}, not text'
+    if len(text) > _SIZE_MAX_CHARS:
+        return f'{len(text)} characters long'
+    if not _ARG_TEXT.match(text.replace("'", '')):
+        return 'a line break, backslash or other control character'
+    try:
+        tree = ast.parse(text, mode='eval')
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return 'not one Python expression'
+    todo = [(tree.body, False)]  # (node, is a subscript key)
+    while todo:
+        node, key = todo.pop()
+        if key:
+            value = node.value if isinstance(node, ast.Constant) else None
+            if not (isinstance(value, int) and not isinstance(value, bool)
+                    or isinstance(value, str) and value.isidentifier()):
+                return 'a subscript that is not a name or an integer'
+        elif isinstance(node, ast.Constant):
+            if not isinstance(node.value, (int, float)):
+                return f'the constant {node.value!r}'
+        elif isinstance(node, ast.Name):
+            if node.id != 'L':
+                return f'the name {node.id!r}'
+        elif isinstance(node, ast.Subscript):
+            todo += [(node.value, False), (node.slice, True)]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if node.keywords:
+                return 'a keyword argument'
+            if isinstance(func, ast.Name) and func.id in _GUARD_FUNCTIONS:
+                todo += [(a, False) for a in node.args]
+            elif isinstance(func, ast.Attribute) and \
+                    isinstance(func.value, ast.Name) and \
+                    func.value.id == 'math' and func.attr in _GUARD_MATH:
+                todo += [(a, False) for a in node.args]
+            elif isinstance(func, ast.Attribute) and not node.args and \
+                    func.attr in _GUARD_METHODS:
+                todo.append((func.value, False))
+            else:
+                return f'the call {ast.unparse(func)[:40]!r}'
+        elif isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp,
+                               ast.Compare)):
+            ops = getattr(node, 'ops', None) or [node.op]
+            if not all(isinstance(op, _GUARD_OPS) for op in ops):
+                return f'the operator {type(ops[0]).__name__}'
+            todo += [(c, False) for c in ast.iter_child_nodes(node)
+                     if isinstance(c, ast.expr)]
+        else:
+            return f'a {type(node).__name__} expression'
+    return None
+
+
+def _string_problem(key: Optional[str], value: str) -> Optional[str]:
+    """Why a string of a serialized program under ``key`` is refused."""
+    if key in ('as_string', 'as_strings'):
+        if not _ARG_TEXT.match(value):
+            return 'a string argument with quotes or control characters'
+    elif not _NAME.match(value):
+        return 'not a Python name (torch writes it into generated code)'
+    return None
+
+
+def _program_problems(program: Any) -> Iterator[Tuple[str, Any, str]]:
+    """``(kind, value, why)`` for every part of a serialized program (a
+    ``models/*.json`` entry, or a payload config) that torch would turn into
+    code or imports and that a model export never has: symbolic sizes
+    (:func:`check_size_expression`), operators (:func:`check_graph_target`
+    and the in-place rule), guards (:func:`check_guard_expression`), pytree
+    specs (:func:`check_treespec`), names and string arguments."""
+    todo = collections.deque([(program, None)])  # in file order
+    while todo:
+        item, key = todo.popleft()
         if isinstance(item, dict):
             if isinstance(item.get('nodes'), list):  # a graph
                 external = _tensor_names(item.get('inputs'))
@@ -293,28 +482,55 @@ def _graph_problems(graph: Any) -> Iterator[Tuple[str, Any, str]]:
                         if why is not None:
                             yield 'operator', node['target'], why
             for k, v in item.items():
-                if k == 'expr_str':
+                if not isinstance(k, str) or not _NAME.match(k):
+                    yield 'name', k, 'not a Python name'
+                elif k in _TEXT_FIELDS:
+                    continue
+                elif k == 'expr_str':
                     why = check_size_expression(v)
                     if why is not None:
                         yield 'symbolic size', v, why
-                elif k != 'nodes':
-                    todo.append(v)
-                else:  # the nodes' own size expressions
-                    todo.extend(v)
+                elif k == 'guards_code':
+                    for guard in v if isinstance(v, list) else [v]:
+                        why = check_guard_expression(guard)
+                        if why is not None:
+                            yield 'guard', guard, why
+                elif k in ('in_spec', 'out_spec'):
+                    why = check_treespec(v)
+                    if why is not None:
+                        yield 'pytree spec', v, why
+                elif k in ('min_val', 'max_val'):
+                    if v is not None and (not isinstance(v, int)
+                                          or isinstance(v, bool)):
+                        yield 'size bound', v, 'not an integer'
+                elif k == 'as_operator':
+                    why = check_graph_target(v)
+                    if why is not None:
+                        yield 'operator', v, why
+                else:
+                    todo.append((v, k))
         elif isinstance(item, list):
-            todo.extend(item)
+            todo.extend((v, key) for v in item)
+        elif isinstance(item, str):
+            why = _string_problem(key, item)
+            if why is not None:
+                yield 'string', item, why
+
+
+def _refuse_program_problems(path: str, rel: str, program: Any) -> None:
+    for kind, value, why in _program_problems(program):
+        shown = value[:80] if isinstance(value, str) else value
+        raise UnsafeModelError(
+            f'Refused {path}: its {rel} has the {kind} {shown!r}, which a '
+            f'model export never has ({why}); loading or running it could '
+            'execute code or write files. sapiens_mm writes no such '
+            'archive; re-export the model with tools/deploy/export.py.')
 
 
 def _check_graph(path: str, rel: str, raw: bytes) -> None:
     try:
-        graph = json.loads(raw)
+        program = json.loads(raw)
     except ValueError:
         raise UnsafeModelError(
             f'Refused {path}: its graph {rel} is not valid JSON.') from None
-    for kind, value, why in _graph_problems(graph):
-        shown = value[:80] if isinstance(value, str) else value
-        raise UnsafeModelError(
-            f'Refused {path}: its graph ({rel}) has the {kind} {shown!r}, '
-            f'which a model export never has ({why}); loading or running '
-            'it could execute code or write files. sapiens_mm writes no '
-            'such graph; re-export the model with tools/deploy/export.py.')
+    _refuse_program_problems(path, f'graph ({rel})', program)

@@ -19,7 +19,8 @@ safe, so sapiens_mm runs only ``.pt2`` files it exported itself:
   was checked is the file that is loaded.
 * A user who vouches for a ``.pt2`` from elsewhere records it with
   :func:`trust_exported_program` (``python -m sapiens_mm --trust-pt2``).
-  That runs the file's code with the user's rights.
+  That runs the file's code with the user's rights. A file the archive
+  checks refuse is never recorded.
 
 Models are exchanged as ONNX (a data format that onnxruntime interprets,
 with no Python evaluation and no file operators) or re-exported from the
@@ -43,7 +44,8 @@ from mmengine.logging import print_log
 
 from sapiens_mm.engine.fileio import atomic_write
 
-from .safe_load import UnsafeModelError
+from .metadata import read_metadata
+from .safe_load import UnsafeModelError, check_pt2_archive
 
 __all__ = [
     'TRUST_STORE_ENV', 'UntrustedModelError', 'trust_store_path',
@@ -136,6 +138,12 @@ def trust_exported_program(path: Union[str, os.PathLike],
     vouch for: loading it runs its code with your rights (see the module
     docstring and docs/security.md).
 
+    Only a file that passes the checks loading applies is recorded: its
+    export metadata (:func:`~sapiens_mm.deploy.read_metadata`) and the
+    archive check (:func:`~sapiens_mm.deploy.safe_load.check_pt2_archive`),
+    run on the bytes that are hashed. A file that loading would refuse
+    leaves the store as it was.
+
     Args:
         path: A ``.pt2`` file. Its bytes are hashed now; a later change of
             the file makes it untrusted again.
@@ -148,12 +156,18 @@ def trust_exported_program(path: Union[str, os.PathLike],
     Raises:
         OSError: The file cannot be read, or the store cannot be written
             (the message names it).
+        ValueError: Not an exported Sapiens model (no export metadata).
+        UnsafeModelError: The archive is refused (see
+            :func:`~sapiens_mm.deploy.safe_load.check_pt2_archive`);
+            nothing is recorded.
         UntrustedModelError: The existing store is unusable (see
             :func:`trusted_digests`).
     """
     path = osp.abspath(str(path))
+    read_metadata(path)
     with open(path, 'rb') as f:
         digest = file_sha256(f)
+        check_pt2_archive(path, f)  # the bytes that were hashed
     store = trust_store_path()
     folder = osp.dirname(store)
     try:

@@ -1,5 +1,7 @@
 """Reading images: the one image reader and file-extension list of
-sapiens_mm (datasets, inferencers, curation, tools).
+sapiens_mm (datasets, inferencers, curation, tools), and the one pixel
+budget (:func:`check_image_size`) for every image-sized array a file can
+make sapiens_mm allocate (decoded images, video frames, drawing canvases).
 """
 import io
 import os
@@ -7,7 +9,6 @@ import os.path as osp
 from typing import (Iterable, Iterator, List, Literal, Optional, Sequence,
                     Tuple)
 
-import cv2
 import numpy as np
 from mmengine.fileio import get as get_bytes
 from PIL import Image, ImageOps
@@ -65,11 +66,13 @@ def check_image_size(width: int,
                      source: str,
                      max_pixels: Optional[int] = None,
                      max_aspect: Optional[float] = None) -> None:
-    """Refuse an image (or video frame) size before decoding it.
+    """Refuse an image (or video frame, or canvas) size before allocating
+    it.
 
     Decoding allocates ``width x height x 3`` bytes and every later step
     (resizes, overlays, panels) scales with it, while the file can be a few
-    bytes: the size is checked from the header.
+    bytes: the size is checked from the header the decoder allocates by
+    (or from the file that names a canvas size).
 
     Args:
         width: Width in pixels, as the header declares it.
@@ -94,7 +97,7 @@ def check_image_size(width: int,
     if width * height > max_pixels:
         raise ImageTooLargeError(
             f'{source} is {width} x {height} = {width * height:,} pixels, '
-            f'over the limit of {max_pixels:,} (decoding it would take '
+            f'over the limit of {max_pixels:,} (as an image it takes '
             f'{width * height * 3 / 2**30:.1f} GiB and more); scale it down, '
             f'or raise the limit with ${MAX_PIXELS_ENV} if you trust the '
             'file.')
@@ -105,25 +108,6 @@ def check_image_size(width: int,
             f'{aspect:.0f}:1, over the limit of {max_aspect:g}:1 (no person '
             f'fits in it); crop it, or raise the limit with '
             f'${MAX_ASPECT_ENV}.')
-
-
-def _check_header(content: bytes, source: str, max_pixels: Optional[int],
-                  max_aspect: Optional[float]) -> None:
-    """:func:`check_image_size` on the size the file's header declares
-    (Pillow reads the header only; nothing is decoded)."""
-    try:
-        with Image.open(io.BytesIO(content)) as img:
-            width, height = img.size
-    except Image.DecompressionBombError:  # Pillow's own, higher limit
-        raise ImageTooLargeError(
-            f'{source} declares more pixels than Pillow allows to decode '
-            f'({Image.MAX_IMAGE_PIXELS:,}); scale it down.') from None
-    except Exception:  # noqa: BLE001 (unidentified / corrupt header)
-        raise UnreadableImageError(
-            f'cannot decode {source}: unknown or corrupt image header (not '
-            'a JPEG, PNG, BMP, TIFF or WebP file)') from ValueError(
-                'unknown or corrupt image header')
-    check_image_size(width, height, source, max_pixels, max_aspect)
 
 
 def walk_files(root: str,
@@ -194,15 +178,6 @@ def list_images(root: str,
                   for name in names)
 
 
-def _decode_pillow(content: bytes) -> np.ndarray:
-    with Image.open(io.BytesIO(content)) as img:
-        img = ImageOps.exif_transpose(img)
-        # convert() decodes the whole file: a truncated file raises OSError
-        # here (unless PIL.ImageFile.LOAD_TRUNCATED_IMAGES was turned on).
-        rgb = np.asarray(img.convert('RGB'))
-    return np.ascontiguousarray(rgb[..., ::-1])
-
-
 def truncation_problem(content: bytes) -> Optional[str]:
     """Why a JPEG / PNG file is cut short, or None.
 
@@ -222,14 +197,48 @@ def truncation_problem(content: bytes) -> Optional[str]:
     return None
 
 
-def _decode_cv2(content: bytes) -> np.ndarray:
-    problem = truncation_problem(content)
-    if problem is not None:
-        raise ValueError(problem)
-    img = cv2.imdecode(np.frombuffer(content, np.uint8), cv2.IMREAD_COLOR)
-    if img is None:
-        raise ValueError('OpenCV could not decode the file')
-    return img
+def _decode(content: bytes, source: str, opencv_depth: bool,
+            max_pixels: Optional[int],
+            max_aspect: Optional[float]) -> np.ndarray:
+    """Decode with Pillow after checking the size Pillow will decode at.
+
+    One decoder reads the size and allocates by it: Pillow's image holds
+    ``img.size`` pixels and its decoders fill exactly that (a file whose
+    headers disagree, e.g. a TIFF with its size tags twice, which Pillow
+    reads as one size and libtiff as another, fails to decode instead of
+    allocating the other size).
+    """
+    try:
+        img = Image.open(io.BytesIO(content))
+    except Image.DecompressionBombError:  # Pillow's own, higher limit
+        raise ImageTooLargeError(
+            f'{source} declares more pixels than Pillow allows to decode '
+            f'({Image.MAX_IMAGE_PIXELS:,}); scale it down.') from None
+    except Exception:  # noqa: BLE001 (unidentified / corrupt header)
+        raise UnreadableImageError(
+            f'cannot decode {source}: unknown or corrupt image header (not '
+            'a JPEG, PNG, BMP, TIFF or WebP file)') from ValueError(
+                'unknown or corrupt image header')
+    with img:
+        check_image_size(*img.size, source, max_pixels, max_aspect)
+        problem = truncation_problem(content)
+        try:
+            if problem is not None:
+                raise ValueError(problem)
+            img = ImageOps.exif_transpose(img)
+            if opencv_depth and img.mode.startswith('I;16'):
+                # OpenCV keeps the upper byte of 16-bit grey
+                grey = (np.asarray(img).astype(np.uint16) >> 8).astype(
+                    np.uint8)
+                return np.ascontiguousarray(np.repeat(grey[..., None], 3,
+                                                      axis=2))
+            # convert() decodes the whole file: a truncated file raises
+            # OSError here (unless PIL.ImageFile.LOAD_TRUNCATED_IMAGES was
+            # turned on; truncation_problem catches JPEG / PNG then too).
+            rgb = np.asarray(img.convert('RGB'))
+        except Exception as e:  # PIL raises OSError, SyntaxError...
+            raise UnreadableImageError(f'cannot decode {source}: {e}') from e
+    return np.ascontiguousarray(rgb[..., ::-1])
 
 
 def read_image(path: str,
@@ -240,12 +249,19 @@ def read_image(path: str,
     """Read an image as a BGR uint8 array, or raise
     :class:`UnreadableImageError`.
 
+    The image is decoded by Pillow, after its size, as Pillow will decode
+    it, passed :func:`check_image_size`: the size checked is the size
+    allocated, whatever the file's headers say elsewhere.
+
     Args:
         path: File path (or any URI mmengine's file backends accept).
-        backend: ``'pillow'`` (default) also applies the EXIF orientation;
-            ``'cv2'`` is faster. Both reject truncated files (``'cv2'``
-            through :func:`truncation_problem`, since OpenCV decodes a
-            truncated JPEG partially without an error).
+        backend: How pixels become 8-bit BGR: ``'pillow'`` (default) as
+            Pillow's ``convert('RGB')``, ``'cv2'`` as OpenCV's
+            ``IMREAD_COLOR`` (16-bit grey keeps its upper byte), so that
+            results equal ``cv2.imread``'s. Both apply the EXIF
+            orientation (as OpenCV does) and give the same pixels for 8-bit
+            JPEG, PNG, BMP, TIFF and WebP files; both reject truncated
+            files (JPEG / PNG also through :func:`truncation_problem`).
         backend_args: mmengine file backend arguments.
         max_pixels: Refuse images with more pixels, from the header, before
             decoding (None: ``$SAPIENS_MM_MAX_IMAGE_PIXELS``, else 50 MP;
@@ -262,17 +278,16 @@ def read_image(path: str,
         UnreadableImageError: Missing, empty, corrupt, truncated or not an
             image.
     """
+    if backend not in ('pillow', 'cv2'):
+        raise ValueError("backend must be 'pillow' or 'cv2', got "
+                         f'{backend!r}.')
     try:
         content = get_bytes(path, backend_args=backend_args)
     except Exception as e:  # missing file, permission, remote backend error
         raise UnreadableImageError(f'cannot read {path}: {e}') from e
     if not content:
         raise UnreadableImageError(f'{path} is an empty file')
-    _check_header(content, path, max_pixels, max_aspect)
-    try:
-        img = (_decode_pillow if backend == 'pillow' else _decode_cv2)(content)
-    except Exception as e:  # PIL raises OSError, SyntaxError, ValueError...
-        raise UnreadableImageError(f'cannot decode {path}: {e}') from e
+    img = _decode(content, path, backend == 'cv2', max_pixels, max_aspect)
     if img.ndim != 3 or img.shape[0] == 0 or img.shape[1] == 0:
         raise UnreadableImageError(
             f'{path} decoded to an empty image {img.shape}')

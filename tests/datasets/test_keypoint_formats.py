@@ -6,9 +6,12 @@ definitions (COCO person keypoints, COCO-WholeBody, OpenPose output doc),
 not taken from the package's data file.
 """
 import json
+import os
 
 import numpy as np
 import pytest
+from attack_helpers import changed, run_measured, tree_state
+from tiny_configs import ROOT
 from tool_helpers import load_tool
 
 from sapiens_mm.datasets import coco_wholebody_to_goliath
@@ -17,9 +20,11 @@ from sapiens_mm.datasets.keypoint_formats import (
     convert_pose_record,
     keypoint_mapping,
     layout_names,
+    pose_record_canvas,
     to_openpose,
 )
 from sapiens_mm.datasets.metainfo import load_goliath_keypoints
+from sapiens_mm.utils.image_io import ImageTooLargeError
 from sapiens_mm.visualization.openpose import draw_openpose
 
 GOLIATH = [k['name'] for k in load_goliath_keypoints()['keypoints']]
@@ -342,3 +347,57 @@ def test_convert_tool(tmp_path, capsys):
     assert msg.startswith('tools/convert_keypoints.py: error: ') and \
         '\n' not in msg
     assert 'bad.json: An instance has 3 keypoint values, expected 924' in msg
+
+
+def test_canvas_size_from_a_file_is_bounded_like_images(tmp_path):
+    """A 1 KB pose JSON that claims a 40000 x 40000 image: --draw would
+    allocate a 4.5 GiB canvas (and write a 40000 x 40000 PNG). The tool
+    refuses it in one line before writing anything, and the refused file
+    costs no more memory than a 64 x 48 record; the image limits apply
+    (and are raised the same way)."""
+    kpts = np.full((1, 17, 2), 20, np.float32)
+    scores = np.ones((1, 17), np.float32)
+    ok = _record(kpts, scores, COCO17)
+    big = _record(kpts, scores, COCO17, w=40000, h=40000)
+    (tmp_path / 'in').mkdir()
+    (tmp_path / 'in/ok.json').write_text(json.dumps(ok))
+    (tmp_path / 'in/big.json').write_text(json.dumps(big))
+    assert (tmp_path / 'in/big.json').stat().st_size < 2048
+    with pytest.raises(ImageTooLargeError, match='40000 x 40000'):
+        pose_record_canvas(big, 'big.json')
+    with pytest.raises(ValueError, match='positive integers'):
+        pose_record_canvas(dict(ok, height=-1), 'neg.json')
+    with pytest.raises(ImageTooLargeError, match='the canvas'):
+        convert_pose_record(big, 'openpose')  # a canvas size, written out
+    assert pose_record_canvas(ok) == (48, 64)
+    # the tool, in a fresh process: the valid record, then the claim
+    code = (
+        'import resource, runpy, sys\n'
+        'for name in ("ok", "big"):\n'
+        '    sys.argv = ["tools/convert_keypoints.py", f"in/{name}.json",\n'
+        '                "--format", "openpose", "--out-dir", "out",\n'
+        '                "--draw"]\n'
+        '    try:\n'
+        f'        runpy.run_path({str(ROOT / "tools/convert_keypoints.py")!r},'
+        '\n                       run_name="__main__")\n'
+        '    except SystemExit as e:\n'
+        '        print("EXIT", e.code)\n'
+        '    print("peak", resource.getrusage(\n'
+        '        resource.RUSAGE_SELF).ru_maxrss / 1024)\n')
+    before = tree_state(tmp_path, skip=[tmp_path / 'out'])
+    rc, out, err, _ = run_measured(['-c', code], tmp_path,
+                                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert rc == 0, err[-2000:]
+    exits = [ln for ln in out.splitlines() if ln.startswith('EXIT')]
+    assert exits[0] == 'EXIT 0', out
+    assert exits[1].startswith('EXIT tools/convert_keypoints.py: error: ')
+    assert 'big.json: the canvas is 40000 x 40000' in exits[1], exits[1]
+    assert (tmp_path / 'out/ok_openpose.png').is_file()
+    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == \
+        ['ok.json', 'ok_openpose.png']  # nothing of big.json
+    assert changed(before, tree_state(tmp_path, skip=[tmp_path / 'out'])) \
+        == {}
+    ok_peak, big_peak = [float(ln.split()[1]) for ln in out.splitlines()
+                         if ln.startswith('peak')]
+    # a canvas at the claimed size adds 4.5 GiB; 64 MiB is allocator noise
+    assert big_peak < ok_peak + 64, (ok_peak, big_peak)

@@ -320,3 +320,50 @@ def test_the_page_says_what_the_cli_log_says(tmp_path):
     assert status.startswith('Ran pose on webcam'), status
     note = status.split('**Note:** ', 1)[1]
     assert 'found no one, so pose ran on the whole image' in note, status
+
+
+def test_matting_background_is_a_colour_or_an_upload_never_a_path(
+        tmp_path):
+    """The background box takes colours only: a private image on the server
+    (mode 0600), an unreadable file and a missing one give the same message
+    and nothing is composited or written; an uploaded image is used, and
+    the uploaded copy is read under the image limits."""
+    from attack_helpers import changed, tree_state
+
+    from sapiens_mm.demo.web import WebDemo, _matting_background
+    private = tmp_path / 'private.png'
+    cv2.imwrite(str(private), np.full((40, 30, 3), (1, 2, 3), np.uint8))
+    os.chmod(private, 0o600)
+    unreadable = tmp_path / 'unreadable.png'
+    unreadable.write_bytes(b'\x89PNG not really')
+    os.chmod(unreadable, 0)
+    photo = tmp_path / 'photo.png'
+    cv2.imwrite(str(photo), np.full((48, 32, 3), 90, np.uint8))
+    demo = WebDemo(device='cpu', out_root=str(tmp_path / 'web'))
+    before = tree_state(tmp_path, skip=[tmp_path / 'web'])
+    statuses = set()
+    for text in (str(private), str(unreadable), str(tmp_path / 'missing'),
+                 '/etc/shadow', 'not a colour'):
+        overlay, files, status = demo.run(str(photo), None, ['matting'], {},
+                                          background=text)
+        assert overlay is None and files == []
+        statuses.add(status)
+    assert statuses == {
+        '**Error:** The matting background is not a colour: give a name '
+        '(black, blue, gray, green, grey, red, white), #RRGGBB or R,G,B '
+        '(0-255), '
+        'or upload a background image.'}, statuses
+    assert not list((tmp_path / 'web').glob('run_*/**/*.png'))
+    assert changed(before, tree_state(tmp_path, skip=[tmp_path / 'web'])) \
+        == {}
+    # colours and uploads
+    assert _matting_background('white', None) == (255, 255, 255)
+    assert _matting_background('', None) is None
+    bg = tmp_path / 'bg.png'
+    cv2.imwrite(str(bg), np.full((20, 20, 3), (10, 20, 30), np.uint8))
+    np.testing.assert_array_equal(_matting_background('ignored', str(bg)),
+                                  np.full((20, 20, 3), (10, 20, 30)))
+    strip = tmp_path / 'strip.png'
+    cv2.imwrite(str(strip), np.zeros((1, 200, 3), np.uint8))
+    with pytest.raises(ValueError, match='strip.png is 200 x 1'):
+        _matting_background('', str(strip))

@@ -8,6 +8,7 @@ when ``torch.export.load`` hands it to sympy, and inserted
 victim file when the graph runs. Each test asserts that the marker never
 appears and the victim keeps its bytes.
 """
+import io
 import json
 import os
 import stat
@@ -24,9 +25,12 @@ from mmengine.config import Config
 from sapiens_mm.apis import DenseInferencer, SapiensInferencer
 from sapiens_mm.apis.inference import set_input_size
 from sapiens_mm.demo.web import WebDemo
+from attack_helpers import (changed, plant_package, record_digest,
+                            run_measured, tiff_two_sizes, tree_state)
 from sapiens_mm.deploy import (ExportedModel, UnsafeModelError,
                                UntrustedModelError, check_graph_target,
-                               check_pt2_archive, check_size_expression,
+                               check_guard_expression, check_pt2_archive,
+                               check_size_expression, check_treespec,
                                export_model,
                                trust_exported_program, trust_store_path,
                                trusted_digests)
@@ -41,19 +45,26 @@ PAYLOAD = b'import os; os.system("x")  # .pth'
 BYTE = 1  # torch._export.serde.schema.ScalarType.BYTE
 
 
-def _rewrite_graph(src, dst, edit):
-    """Copy the archive ``src`` to ``dst`` with ``edit(graph)`` applied to
-    its serialized graph (every other entry byte for byte)."""
+def _rewrite_program(src, dst, edit):
+    """Copy the archive ``src`` to ``dst`` with ``edit(program)`` applied to
+    its serialized program (``models/model.json``; every other entry byte
+    for byte)."""
     with zipfile.ZipFile(src) as z:
         items = {n: z.read(n) for n in z.namelist()}
     name = next(n for n in items if n.endswith('models/model.json'))
     program = json.loads(items[name])
-    edit(program['graph_module']['graph'])
+    edit(program)
     items[name] = json.dumps(program).encode()
     with zipfile.ZipFile(dst, 'w') as z:
         for n, data in items.items():
             z.writestr(n, data)
     return str(dst)
+
+
+def _rewrite_graph(src, dst, edit):
+    """:func:`_rewrite_program` with ``edit(graph)``."""
+    return _rewrite_program(
+        src, dst, lambda program: edit(program['graph_module']['graph']))
 
 
 def _code_in_size(graph, marker):
@@ -200,10 +211,16 @@ def test_python_m_sapiens_mm_refuses_both(files, victim):
 
 
 def test_vouched_attack_is_still_refused_by_the_graph_check(files, victim):
-    """Trusting a file does not turn off the graph check: neither attack
+    """Vouching for an attack is refused and records nothing; a digest in
+    the store does not turn off the graph check either: neither attack
     reaches torch (ExportedModel, the runner with --trust-pt2)."""
-    trust_exported_program(files['code'])
-    trust_exported_program(files['write'])
+    before = trusted_digests()
+    for attack in ('code', 'write'):
+        with pytest.raises(UnsafeModelError, match='Refused'):
+            trust_exported_program(files[attack])
+    assert trusted_digests() == before
+    record_digest(files['code'])
+    record_digest(files['write'])
     with pytest.raises(UnsafeModelError, match='symbolic size.*__import__'):
         ExportedModel(files['code'])
     with pytest.raises(UnsafeModelError,
@@ -322,3 +339,260 @@ def test_in_place_write_to_the_input_is_refused(files, tmp_path,
     with pytest.raises(ValueError, match='fill_'):
         runner.check_pt2(path, trusted=True)
     check_pt2_archive(files['genuine'])  # the genuine graph passes
+
+
+# ------------------------------------------- what .module() compiles / imports
+PLANTED = 'sapiens_mm_planted_pt2'
+
+
+def _guard_at_call(program, marker):
+    """A guard that runs a shell command when the module is called
+    (``.module()`` pastes guards into a function it ``exec``s)."""
+    program['guards_code'] = [
+        f"__import__('os').system('touch {marker}') == 0"]
+
+
+def _guard_at_module(program, marker):
+    """A guard whose line breaks end torch's generated function: the
+    statement after it runs while ``.module()`` compiles the guards (the
+    ``#`` keeps the text one expression once torch strips the breaks for
+    its error message)."""
+    program['guards_code'] = [
+        f"1#\n)\n__import__('os').system('touch {marker}')\n"
+        'def _(*args):\n  (1']
+
+
+def _pytree_import(program, marker):
+    """A dict context whose ``__enum__`` object makes torch import the
+    module ``PLANTED`` while the archive loads."""
+    del marker  # the planted package writes it
+    sig = program['graph_module']['module_call_graph'][0]['signature']
+    protocol, spec = json.loads(sig['in_spec'])
+    todo = [spec]
+    while todo:  # the kwargs dict of the call
+        node = todo.pop()
+        if node['type'] == 'builtins.dict':
+            node['context'] = json.dumps(
+                [{'__enum__': True, 'fqn': f'{PLANTED}:X', 'name': 'A'}])
+            break
+        todo.extend(node['children_spec'])
+    else:
+        raise AssertionError('the export has no dict in its input spec')
+    sig['in_spec'] = json.dumps([protocol, spec])
+
+
+CODE_ATTACKS = dict(guard_at_call=_guard_at_call,
+                    guard_at_module=_guard_at_module,
+                    pytree_import=_pytree_import)
+
+
+@pytest.fixture(scope='module')
+def code_attacks(files, tmp_path_factory):
+    """The genuine export with each attack of :data:`CODE_ATTACKS`, and the
+    package the pytree attack imports, planted in a folder of its own."""
+    root = tmp_path_factory.mktemp('pt2_code')
+    marker = root / 'MARKER'
+    plant = root / 'plant'
+    plant_package(plant, PLANTED, marker)
+    paths = {name: _rewrite_program(files['genuine'], root / f'{name}.pt2',
+                                    lambda p, e=edit: e(p, marker))
+             for name, edit in CODE_ATTACKS.items()}
+    return dict(paths, marker=marker, plant=plant, root=root)
+
+
+def test_module_time_attacks_are_real(code_attacks, files, monkeypatch):
+    """torch's own loader runs each: the guard when the module is called,
+    the broken-out guard at ``.module()``, the pytree spec while loading."""
+    marker = code_attacks['marker']
+    images = torch.zeros(1, 3, 64, 48)
+    module = torch.export.load(code_attacks['guard_at_call']).module()
+    assert not marker.exists()
+    module(images)
+    assert marker.exists()
+    marker.unlink()
+    program = torch.export.load(code_attacks['guard_at_module'])
+    assert not marker.exists()
+    program.module()
+    assert marker.exists()
+    marker.unlink()
+    monkeypatch.syspath_prepend(str(code_attacks['plant']))
+    with pytest.raises(Exception):  # imported, then no attribute X
+        torch.export.load(code_attacks['pytree_import'])
+    assert marker.exists()
+    marker.unlink()
+    sys.modules.pop(PLANTED, None)
+
+
+@pytest.mark.parametrize('attack', list(CODE_ATTACKS))
+def test_vouched_module_time_attacks_are_refused(code_attacks, files, attack,
+                                                 monkeypatch, capsys):
+    """--trust-pt2 (the CLI and the standalone runner): one line, nothing
+    runs or is imported, and the refused file leaves no digest in the trust
+    store (nor any other file outside the run's output folder)."""
+    monkeypatch.syspath_prepend(str(code_attacks['plant']))
+    path, marker = code_attacks[attack], code_attacks['marker']
+    store = trust_store_path()
+    store_before = open(store, 'rb').read()
+    out = code_attacks['root'] / f'out_{attack}'
+    before = tree_state(files['root'])
+    before_attacks = tree_state(code_attacks['root'], skip=[out])
+    infer = load_tool('infer')
+    with pytest.raises(SystemExit) as exc:
+        infer.cli([files['img'], '--seg', path, '--trust-pt2', '--out-dir',
+                   str(out)], prog='tools/infer.py')
+    msg = str(exc.value.code)
+    assert msg.startswith('tools/infer.py: error: Refused') and \
+        '\n' not in msg, msg
+    kind = 'pytree spec' if attack == 'pytree_import' else 'guard'
+    assert f'has the {kind}' in msg, msg
+    runner = load_tool('deploy/run_exported')
+    with pytest.raises(ValueError, match=kind.split()[-1]) as err:
+        runner.main([path, files['img'], '--trust-pt2', '--out-dir',
+                     str(out / 'runner')])
+    assert '\n' not in str(err.value)
+    assert 'Traceback' not in capsys.readouterr().err
+    assert not marker.exists(), 'the archive ran code'
+    assert PLANTED not in sys.modules, 'the archive imported a module'
+    assert open(store, 'rb').read() == store_before, \
+        'a refused file was recorded as trusted'
+    assert path not in [v['path'] for v in trusted_digests().values()]
+    assert changed(before, tree_state(files['root'])) == {}
+    assert changed(before_attacks, tree_state(code_attacks['root'],
+                                              skip=[out])) == {}
+
+
+def test_python_m_sapiens_mm_vouched_attacks(code_attacks, files):
+    """``python -m sapiens_mm --trust-pt2`` in the folder that holds the
+    planted package (so that an import of it would succeed): each attack is
+    one line, exit code 1, nothing runs."""
+    script = (
+        'import runpy, sys\n'
+        f'for name in {list(CODE_ATTACKS)!r}:\n'
+        f'    sys.argv = ["sapiens_mm", {files["img"]!r}, "--seg",\n'
+        '                name + ".pt2", "--trust-pt2", "--out-dir", "m"]\n'
+        '    try:\n'
+        '        runpy.run_module("sapiens_mm", run_name="__main__")\n'
+        '    except SystemExit as e:\n'
+        '        print("EXIT", e.code)\n')
+    for name in CODE_ATTACKS:  # the archives beside the planted package
+        os.link(code_attacks[name], code_attacks['plant'] / f'{name}.pt2')
+    proc = subprocess.run([sys.executable, '-c', script], capture_output=True,
+                          text=True, timeout=300, cwd=code_attacks['plant'],
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('EXIT')]
+    assert len(lines) == 3, proc.stdout + proc.stderr[-2000:]
+    assert all('python -m sapiens_mm: error: Refused' in ln for ln in lines)
+    assert not code_attacks['marker'].exists()
+
+
+def test_guard_spec_and_name_grammar():
+    """What torch writes passes; anything that reaches Python, imports or
+    breaks out of the generated source does not. The standalone runner's
+    copy agrees."""
+    runner = load_tool('deploy/run_exported')
+    for ok in ("L['images'].size()[0] <= 64",
+               "2*L['flat_args'][0].size()[1] % 2 == 0",
+               "max(1, L['x'].size()[0]) > 2 and not L['x'].dim() == 3",
+               "math.floor(L['x'].size()[0] / 2) == 3"):
+        assert check_guard_expression(ok) is None, ok
+        assert runner.is_plain_guard(ok), ok
+    for bad in ("__import__('os').system('x') == 0", "L['x'].__class__",
+                "L['a b'].size()[0] == 1", '(lambda: 0)()', "L['x'] ** 9",
+                "L['x'].size()[0] == 1\n", 'os.system', '"a" == "a"',
+                "L[\"x\"].size()[0]", 7):
+        assert check_guard_expression(bad) is not None, bad
+        assert not runner.is_plain_guard(bad), bad
+    leaf = dict(type=None, context=None, children_spec=[])
+    for ok in ([1, leaf],
+               [1, dict(type='builtins.tuple', context='null',
+                        children_spec=[leaf, dict(type='builtins.dict',
+                                                  context='["images", 3]',
+                                                  children_spec=[leaf,
+                                                                 leaf])])]):
+        assert check_treespec(json.dumps(ok)) is None, ok
+        assert runner.is_plain_treespec(json.dumps(ok)), ok
+    enum = json.dumps([{'__enum__': True, 'fqn': 'os:X', 'name': 'A'}])
+    for bad in ([1, dict(leaf, type='collections.defaultdict')],
+                [1, dict(type='builtins.dict', context=enum,
+                         children_spec=[leaf])],
+                [1, dict(type='builtins.dict', context='["a b"]',
+                         children_spec=[leaf])], [2, leaf], 'x'):
+        assert check_treespec(json.dumps(bad)) is not None, bad
+        assert not runner.is_plain_treespec(json.dumps(bad)), bad
+
+
+@pytest.mark.parametrize('where', ['value', 'input', 'parameter'])
+def test_names_written_into_generated_code_are_checked(files, tmp_path,
+                                                       where):
+    """torch writes the graph's value, input and parameter names into the
+    Python source of the module it generates: a name that is not a Python
+    name (a line break, quotes, brackets) is refused by both checks."""
+    evil = "x):\n    pass\nimport os\ndef f(y"
+
+    def edit(program):
+        graph = program['graph_module']['graph']
+        if where == 'value':
+            node = next(n for n in graph['nodes']
+                        if 'as_tensor' in n['outputs'][0])
+            old = node['outputs'][0]['as_tensor']['name']
+            node['outputs'][0]['as_tensor']['name'] = evil
+            graph['tensor_values'][evil] = graph['tensor_values'].pop(old)
+        elif where == 'input':
+            graph['inputs'][-1]['as_tensor']['name'] = evil
+        else:
+            spec = program['graph_module']['signature']['input_specs'][0]
+            next(iter(spec.values()))['parameter_name'] = 'w")\nimport os#'
+
+    path = _rewrite_program(files['genuine'], tmp_path / 'names.pt2', edit)
+    with pytest.raises(UnsafeModelError, match='not a Python name'):
+        check_pt2_archive(path)
+    runner = load_tool('deploy/run_exported')
+    with pytest.raises(ValueError, match='Refused'):
+        runner.check_pt2(path, trusted=True)
+
+
+def test_sample_input_keys_are_checked(files, tmp_path):
+    """``.module()`` writes the keys of the sample inputs into the guard
+    code it compiles: a key that is not a Python name is refused by both
+    checks (the sample inputs are otherwise plain tensors)."""
+    with zipfile.ZipFile(files['genuine']) as z:
+        items = {n: z.read(n) for n in z.namelist()}
+    name = next(n for n in items if n.endswith('.pt') and 'sample_inputs'
+                in n)
+    buf = io.BytesIO()
+    torch.save(((), {"x'] + 1 == 2 or L['": torch.zeros(1, 3, 64, 48)}),
+               buf)
+    items[name] = buf.getvalue()
+    path = tmp_path / 'keys.pt2'
+    with zipfile.ZipFile(path, 'w') as z:
+        for n, data in items.items():
+            z.writestr(n, data)
+    with pytest.raises(UnsafeModelError, match='not a Python name'):
+        check_pt2_archive(str(path))
+    runner = load_tool('deploy/run_exported')
+    with pytest.raises(ValueError, match='sample inputs'):
+        runner.check_pt2(str(path), trusted=True)
+
+
+def test_runner_refuses_an_image_over_the_pixel_limit(files, tmp_path):
+    """The standalone runner decodes with OpenCV; run as a program it sets
+    OpenCV's own pixel limit, so the TIFF whose second size tags say 64 x
+    64 but whose first (libtiff's) say 30000 x 30000 is refused by the
+    decoder from the size it reads, in one line, costing no more memory
+    than a 64 x 64 PNG (a decode would add 2.5 GiB; 64 MiB is the margin
+    for allocator noise)."""
+    tiff_two_sizes(tmp_path / 'twice.tif', 30000, 64)
+    cv2.imwrite(str(tmp_path / 'small.png'), np.zeros((64, 64, 3),
+                                                       np.uint8))
+    runner = str(ROOT / 'tools/deploy/run_exported.py')
+    peaks = {}
+    for name in ('small.png', 'twice.tif'):
+        rc, out, err, peaks[name] = run_measured(
+            [runner, files['genuine'], name, '--out-dir', 'out'], tmp_path)
+        assert rc == (0 if name == 'small.png' else 1), err[-2000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and 'Cannot read image twice.tif' in lines[0] \
+        and 'OPENCV_IO_MAX_IMAGE_PIXELS' in lines[0], err
+    assert peaks['twice.tif'] < peaks['small.png'] + 64, peaks
+    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == [
+        'outputs.json', 'small.seg.npy']

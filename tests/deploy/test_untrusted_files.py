@@ -7,6 +7,7 @@ attack: the naive loader does create the marker)."""
 import io
 import json
 import os
+import pickle
 import subprocess
 import sys
 import zipfile
@@ -18,6 +19,7 @@ import torch
 import torch.nn as nn
 from mmengine.config import Config
 
+from attack_helpers import changed, record_digest, tree_state
 from sapiens_mm.cli.infer import cli as infer_cli
 from sapiens_mm.checkpoint import (CheckpointTypeError, TrustedTypeError,
                                    add_trusted_types, load_file)
@@ -171,7 +173,11 @@ def test_pt2_pickled_weight_refused_before_torch(tmp_path):
         check_pt2_archive(str(evil))
     with pytest.raises(UnsafeModelError, match='not exported by this'):
         ExportedModel(str(evil))
-    trust_exported_program(str(evil))
+    with pytest.raises(UnsafeModelError, match='use_pickle'):
+        trust_exported_program(str(evil))  # vouching records nothing
+    with pytest.raises(UnsafeModelError, match='not exported by this'):
+        ExportedModel(str(evil))
+    record_digest(evil)  # a digest in the store does not turn it off
     with pytest.raises(UnsafeModelError, match='use_pickle'):
         ExportedModel(str(evil))
     assert not marker.exists()
@@ -287,6 +293,56 @@ def test_numpy_object_pointer_gadgets_refused(tmp_path):
     torch.save({'a': np.float64(0.5), 'b': np.int64(3), 'c': rec}, ok)
     got = load_file(str(ok))
     assert got['a'] == 0.5 and got['b'] == 3 and got['c'].dtype == rec.dtype
+
+
+class NumpyRunner:
+    """Unpickling this calls a numpy function outside the allowlist
+    (``numpy.testing``'s ``runstring`` executes a string)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        from numpy.testing._private.utils import runstring
+        return (runstring, (f'open({self.marker!r}, "w")', {}))
+
+
+@pytest.mark.parametrize('protocol', [2, 4, 5])
+def test_numpy_gadget_is_named_in_one_line(tmp_path, protocol, capsys):
+    """torch's safe loader stops at the first opcode it does not read
+    (protocol 4+ framing) before it sees the global, and says only "Please
+    file an issue": the refusal still names the numpy function the pickle
+    references and that it can never be allowed, in one line (the loader
+    and the CLI); nothing runs."""
+    marker = tmp_path / 'pwned'
+    path = tmp_path / f'gadget{protocol}.pth'
+    torch.save({'state_dict': {'w': torch.zeros(2)},
+                'meta': NumpyRunner(marker)}, path, pickle_protocol=protocol)
+    with pytest.raises(CheckpointTypeError) as err:
+        load_file(str(path))
+    msg = str(err.value)
+    assert 'numpy.testing._private.utils.runstring' in msg, msg
+    assert 'cannot be allowed' in msg and 'add_trusted_types' not in msg
+    assert '\n' not in msg and '()' not in msg
+    img = _image(tmp_path)
+    before = tree_state(tmp_path, skip=[tmp_path / 'o'])
+    cli = _cli_error(capsys, infer_cli, img, '--pose', str(path),
+                     '--out-dir', str(tmp_path / 'o'))
+    assert 'runstring' in cli and 'not a valid PyTorch checkpoint' not in cli
+    assert not marker.exists()
+    assert changed(before, tree_state(tmp_path, skip=[tmp_path / 'o'])) == {}
+
+
+def test_protocol_4_checkpoint_says_what_to_do(tmp_path):
+    """A harmless checkpoint pickled with protocol 4: not "not a valid
+    PyTorch checkpoint ()", but what is wrong and how to fix it."""
+    path = tmp_path / 'p4.pth'
+    torch.save({'state_dict': {'w': torch.zeros(2)}}, path,
+               pickle_protocol=4)
+    with pytest.raises(pickle.UnpicklingError,
+                       match='pickled with protocol 4.*save it again') as err:
+        load_file(str(path))
+    assert '\n' not in str(err.value)
 
 
 def test_refusal_never_suggests_allowlisting_code(tmp_path):

@@ -1,14 +1,17 @@
 """A resumed checkpoint never makes mmengine delete files this run did not
 write: its ``keep_ckpt_ids`` (the checkpoints ``max_keep_ckpts`` rotates
-out) are honoured only for the run's own newest checkpoint."""
+out) are honoured only for checkpoint files that record the run's own
+identity."""
 import uuid
 
 import pytest
 import torch
+from attack_helpers import changed, tree_state
 from cluster_helpers import ToyData, ToyModel
 
 from sapiens_mm.checkpoint import load_file
 from sapiens_mm.engine import BestCheckpointGuardHook
+from sapiens_mm.engine.hooks import RUN_ID_KEY
 
 
 def _runner(work_dir, max_epochs, max_keep, load_from=None, guard=True):
@@ -80,3 +83,59 @@ def test_resume_of_plain_weights_is_one_clear_line(tmp_path):
     cfg = build_train_cfg(str(TINY['seg']), work_dir=str(tmp_path / 'w'),
                           resume=str(tmp_path / 'a' / 'epoch_1.pth'))
     assert cfg.resume and cfg.load_from.endswith('epoch_1.pth')
+
+
+def test_foreign_checkpoint_copied_in_as_the_newest_deletes_nothing(
+        tmp_path):
+    """The user's run writes epoch_1.pth and epoch_2.pth; a checkpoint of
+    another run, its ``keep_ckpt_ids`` set to [1, 2, 5], is copied into the
+    work dir as epoch_5.pth (the newest id it lists) and resumed with
+    max_keep_ckpts=1. mmengine alone deletes the user's two checkpoints;
+    with the guard neither they nor any other file outside the run's new
+    output changes, one warning line names the dropped ids, and the
+    resumed run still rotates the checkpoints it writes itself."""
+    work = tmp_path / 'work'
+    _runner(work, max_epochs=2, max_keep=3).train()
+    other = tmp_path / 'elsewhere'
+    _runner(other, max_epochs=1, max_keep=3).train()
+    ckpt = load_file(str(other / 'epoch_1.pth'))
+    ckpt['message_hub']['runtime_info']['keep_ckpt_ids'] = [1, 2, 5]
+    ckpt['meta']['epoch'] = 5
+    ckpt['message_hub']['runtime_info']['epoch'] = 5
+    torch.save(ckpt, str(work / 'epoch_5.pth'))
+    mine = {p: p.read_bytes() for p in (work / 'epoch_1.pth',
+                                        work / 'epoch_2.pth')}
+    before = tree_state(tmp_path)
+    _runner(work, max_epochs=7, max_keep=1,
+            load_from=work / 'epoch_5.pth').train()
+    for path, data in mine.items():
+        assert path.read_bytes() == data, f'{path.name} was deleted'
+    # (the runs' log folders are named by the second they start in, so
+    # the resumed run may log into the first run's folder: not compared)
+    diff = {p: w for p, w in changed(before, tree_state(tmp_path)).items()
+            if not p.startswith('work/20')}
+    new = {p for p, what in diff.items() if what == 'appeared'}
+    assert {p: w for p, w in diff.items() if p not in new} == {
+        'work/epoch_5.pth': 'deleted', 'work/last_checkpoint': 'changed'}
+    # the run's own checkpoints: epoch_6 rotated out by epoch_7
+    assert 'work/epoch_7.pth' in new and 'work/epoch_6.pth' not in new
+    logs = sorted(work.glob('*/*.log'))[-1].read_text()
+    lines = [ln for ln in logs.splitlines() if 'keep_ckpt_ids=[1, 2, 5]' in
+             ln]
+    assert len(lines) == 1 and '[1, 2] are not checkpoints this run wrote' \
+        in lines[0], lines
+
+
+def test_run_identity_survives_resume(tmp_path):
+    """Every checkpoint of a run, and of its resumes, records the same
+    identity; a fresh run draws another."""
+    work = tmp_path / 'w'
+    _runner(work, max_epochs=1, max_keep=3).train()
+    _runner(work, max_epochs=2, max_keep=3,
+            load_from=work / 'epoch_1.pth').train()
+    ids = [load_file(str(work / f'epoch_{i}.pth'))['message_hub'][
+        'runtime_info'][RUN_ID_KEY] for i in (1, 2)]
+    assert ids[0] == ids[1] and len(ids[0]) == 32
+    _runner(tmp_path / 'x', max_epochs=1, max_keep=3).train()
+    assert load_file(str(tmp_path / 'x' / 'epoch_1.pth'))['message_hub'][
+        'runtime_info'][RUN_ID_KEY] != ids[0]

@@ -1,12 +1,15 @@
 """Decompression bombs and extreme shapes are refused from the header,
 before anything is decoded: images (the one reader), video and webcam
 frame sizes, the CLI and the web demo; the limits are configurable."""
+import os
 import struct
 import zlib
 
 import cv2
 import numpy as np
 import pytest
+from attack_helpers import (changed, run_measured, tiff_two_sizes,
+                            tree_state)
 from log_helpers import logged_warnings
 
 from sapiens_mm.apis.inferencers.utils.sources import (collect_sources,
@@ -14,7 +17,7 @@ from sapiens_mm.apis.inferencers.utils.sources import (collect_sources,
 from sapiens_mm.demo.web import WebDemo
 from sapiens_mm.utils.image_io import (ImageTooLargeError,
                                        UnreadableImageError, read_image)
-from tiny_configs import TINY
+from tiny_configs import ROOT, TINY
 from tool_helpers import load_tool
 
 
@@ -144,3 +147,48 @@ def test_unidentified_header_is_unreadable(tmp_path):
     with pytest.raises(UnreadableImageError,
                        match='x.png: unknown or corrupt image header'):
         read_image(str(f))
+
+
+def test_tiff_with_its_size_twice_is_refused_in_bounded_memory(tmp_path):
+    """Pillow reads the TIFF as 64 x 64, libtiff (OpenCV's decoder) as
+    30000 x 30000 (2.5 GiB decoded): the size checked must be the size
+    decoded. Refused in one line (both backends, the CLI, the web demo),
+    and reading it costs no more memory than reading a 64 x 64 PNG."""
+    tiff = tiff_two_sizes(tmp_path / 'twice.tif', 30000, 64)
+    assert (tmp_path / 'twice.tif').stat().st_size < 300_000
+    for backend in ('pillow', 'cv2'):
+        with pytest.raises(UnreadableImageError, match='cannot decode '
+                           '.*twice.tif') as err:
+            read_image(tiff, backend=backend)
+        assert '\n' not in str(err.value)
+    infer = load_tool('infer')
+    before = tree_state(tmp_path, skip=[tmp_path / 'out'])
+    with pytest.raises(SystemExit) as exc:
+        infer.cli([tiff, '--seg-config', str(TINY['seg']), '--out-dir',
+                   str(tmp_path / 'out'), '--device', 'cpu'], prog='infer')
+    msg = str(exc.value.code)
+    assert 'twice.tif' in msg and '\n' not in msg, msg
+    assert changed(before, tree_state(tmp_path, skip=[tmp_path / 'out'])) \
+        == {}
+    demo = WebDemo(device='cpu', out_root=str(tmp_path / 'web'))
+    overlay, files, status = demo.run(tiff, None, ['seg'], {})
+    assert overlay is None and 'twice.tif is not an image' in status
+    # peak memory: the TIFF after a 64 x 64 PNG, in a fresh process (a
+    # decode at the first size would add 2.5 GiB; 64 MiB is the margin for
+    # allocator noise of a small decode)
+    small = _png(tmp_path / 'small.png', 64, 64)
+    code = ('import resource, sys\n'
+            'from sapiens_mm.utils.image_io import read_image\n'
+            'for path in sys.argv[1:]:\n'
+            '    try:\n'
+            '        read_image(path, backend="cv2")\n'
+            '    except OSError as e:\n'
+            '        print("refused:", e)\n'
+            '    print("peak", resource.getrusage(\n'
+            '        resource.RUSAGE_SELF).ru_maxrss / 1024)\n')
+    rc, out, err, _ = run_measured(['-c', code, small, tiff], tmp_path,
+                                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert rc == 0 and 'refused: cannot decode' in out, out + err[-2000:]
+    png_peak, tiff_peak = [float(line.split()[1]) for line in
+                           out.splitlines() if line.startswith('peak')]
+    assert tiff_peak < png_peak + 64, (png_peak, tiff_peak)

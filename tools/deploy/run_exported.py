@@ -42,11 +42,17 @@ trusted_pt2.json`` or ``~/.config/sapiens_mm/trusted_pt2.json``), or with
 ``--trust-pt2`` (you vouch for the file: it runs with your rights). Models
 from elsewhere are best exchanged as ``.onnx``. A trusted archive is still
 refused when torch would unpickle its weights (``use_pickle``, legacy
-``.pt`` payloads, custom objects) or its size expressions are not plain
-arithmetic. ONNX metadata is read as JSON. Errors end with one line
-(``--debug`` shows the traceback).
+``.pt`` payloads, custom objects), or would run or import anything the
+graph names beyond plain arithmetic on sizes, comparisons of input sizes
+(``guards_code``), ATen operators that touch no file and Python names
+(values, inputs, pytree specs of tuples, lists and dicts). ONNX metadata
+is read as JSON. Run as a program, it sets OpenCV's decode limit to
+50 megapixels (``$OPENCV_IO_MAX_IMAGE_PIXELS``, when not set already):
+OpenCV refuses a larger image from the size its decoder reads, before
+allocating it. Errors end with one line (``--debug`` shows the traceback).
 """
 import argparse
+import ast
 import collections
 import hashlib
 import io
@@ -60,8 +66,17 @@ import tempfile
 import zipfile
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-import cv2
-import numpy as np
+#: Most pixels an input image may have (as sapiens_mm's default limit).
+MAX_IMAGE_PIXELS = 50_000_000
+if __name__ == '__main__':
+    # Run as a program, it sets OpenCV's own decode limit (read once, when
+    # cv2 loads): OpenCV refuses a larger image from the size its decoder
+    # reads, before allocating it. Its refusal is this script's one line.
+    os.environ.setdefault('OPENCV_IO_MAX_IMAGE_PIXELS', str(MAX_IMAGE_PIXELS))
+    os.environ.setdefault('OPENCV_LOG_LEVEL', 'ERROR')
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
 
 
 # ------------------------------------------------------------------ model
@@ -75,7 +90,7 @@ _PT2_DATA = re.compile(
     r'data/weights/weight_\d+|data/constants/tensor_\d+|'
     r'data/weights/[^/]+_weights_config\.json|'
     r'data/constants/[^/]+_constants_config\.json|'
-    r'data/sample_inputs/[^/]+\.pt)$')
+    r'data/sample_inputs/[^/]+\.pt)\Z')
 
 
 _SIZE_NAMES = frozenset({
@@ -115,7 +130,7 @@ def is_plain_size(text) -> bool:
         token = m.group()
         if (token[0].isalpha() or token[0] == '_') and \
                 token not in _SIZE_NAMES and \
-                not re.match(r'^[a-z]{1,3}\d+$', token):
+                not re.match(r'^[a-z]{1,3}\d+\Z', token):
             return False
         pos = m.end()
     return True
@@ -125,7 +140,7 @@ def _schema(target):
     """The ATen schema of a graph node's target, None if it is not an ATen
     operator a model export may call (file operators, ``set_``)."""
     import torch
-    m = re.match(r'^torch\.ops\.aten\.([a-z_][a-z0-9_]*)\.(\w+)$',
+    m = re.match(r'^torch\.ops\.aten\.([a-z_][a-z0-9_]*)\.(\w+)\Z',
                  target) if isinstance(target, str) else None
     if m is None or m[1] in ('from_file', 'save', 'set_', 'set_data'):
         return None
@@ -175,12 +190,112 @@ def is_model_node(node: dict, external: set) -> bool:
     return True
 
 
-def _graph_problem(graph):
-    """The first size expression or operator of a serialized graph that a
-    model export never has, or None."""
-    todo = collections.deque([graph])  # in file order
+_NAME = re.compile(
+    r'^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)?\Z')
+_ARG_TEXT = re.compile(r'^[ !#-&(-\[\]-~]*\Z')
+_TREESPEC_TYPES = frozenset({
+    None, 'builtins.tuple', 'builtins.list', 'builtins.dict',
+    'collections.OrderedDict', 'torch.fx.immutable_collections.'
+    'immutable_list', 'torch.fx.immutable_collections.immutable_dict'
+})
+_GUARD_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod,
+              ast.USub, ast.UAdd, ast.Not, ast.And, ast.Or, ast.Eq,
+              ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def is_plain_guard(text) -> bool:
+    """Whether a guard (``guards_code``, which ``.module()`` compiles with
+    ``exec``) is one comparison of input sizes: integers, arithmetic,
+    comparisons, ``max`` / ``min`` / ``abs`` / ``math.floor`` / ``ceil``
+    / ``trunc`` and ``L[name][0].size()[1]``-style sizes."""
+    if not isinstance(text, str) or len(text) > 4000 or \
+            not _ARG_TEXT.match(text.replace("'", '')):
+        return False
+    try:
+        tree = ast.parse(text, mode='eval')
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    todo = [(tree.body, False)]
     while todo:
-        item = todo.popleft()
+        node, key = todo.pop()
+        value = getattr(node, 'value', None)
+        if key:
+            if not (isinstance(node, ast.Constant) and (
+                    isinstance(value, int) and not isinstance(value, bool)
+                    or isinstance(value, str) and value.isidentifier())):
+                return False
+        elif isinstance(node, ast.Constant):
+            if not isinstance(value, (int, float)):
+                return False
+        elif isinstance(node, ast.Name):
+            if node.id != 'L':
+                return False
+        elif isinstance(node, ast.Subscript):
+            todo += [(node.value, False), (node.slice, True)]
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if node.keywords:
+                return False
+            if isinstance(f, ast.Name) and f.id in ('max', 'min', 'abs') \
+                    or isinstance(f, ast.Attribute) and \
+                    isinstance(f.value, ast.Name) and f.value.id == 'math' \
+                    and f.attr in ('floor', 'ceil', 'trunc'):
+                todo += [(a, False) for a in node.args]
+            elif isinstance(f, ast.Attribute) and not node.args and \
+                    f.attr in ('size', 'stride', 'storage_offset', 'dim',
+                               'numel'):
+                todo.append((f.value, False))
+            else:
+                return False
+        elif isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp,
+                               ast.Compare)):
+            ops = getattr(node, 'ops', None) or [node.op]
+            if not all(isinstance(op, _GUARD_OPS) for op in ops):
+                return False
+            todo += [(c, False) for c in ast.iter_child_nodes(node)
+                     if isinstance(c, ast.expr)]
+        else:
+            return False
+    return True
+
+
+def is_plain_treespec(text) -> bool:
+    """Whether a pytree spec (``in_spec`` / ``out_spec``; torch imports
+    modules named in its contexts) holds only tuples, lists and dicts keyed
+    by Python names or integers."""
+    try:
+        protocol, spec = json.loads(text)
+    except (TypeError, ValueError):
+        return False
+    todo = [spec]
+    while protocol == 1 and todo:
+        node = todo.pop()
+        if not isinstance(node, dict) or \
+                set(node) != {'type', 'context', 'children_spec'} or \
+                not isinstance(node['children_spec'], list) or \
+                node['type'] not in _TREESPEC_TYPES:
+            return False
+        if node['context'] is not None:
+            try:
+                keys = json.loads(node['context'])
+            except (TypeError, ValueError):
+                return False
+            if keys is not None and not (isinstance(keys, list) and all(
+                    isinstance(k, int) and not isinstance(k, bool)
+                    or isinstance(k, str) and k.isidentifier()
+                    for k in keys)):
+                return False
+        todo.extend(node['children_spec'])
+    return protocol == 1
+
+
+def _program_problem(program):
+    """The first part of a serialized program (graph JSON or payload
+    config) that torch would turn into code or imports and that a model
+    export never has, or None."""
+    todo = collections.deque([(program, None)])  # in file order
+    while todo:
+        item, key = todo.popleft()
         if isinstance(item, dict):
             if isinstance(item.get('nodes'), list):  # a graph
                 external = _tensors(item.get('inputs'))
@@ -189,12 +304,54 @@ def _graph_problem(graph):
                             not is_model_node(node, external):
                         return f'the operator {str(node["target"])[:80]!r}'
             for k, v in item.items():
+                if not isinstance(k, str) or not _NAME.match(k):
+                    return f'the name {str(k)[:80]!r}'
+                if k in ('metadata', 'torch_version'):  # kept as text
+                    continue
                 if k == 'expr_str' and not is_plain_size(v):
                     return f'the symbolic size {str(v)[:80]!r}'
-                todo.append(v)
+                if k == 'guards_code' and not (isinstance(v, list) and all(
+                        is_plain_guard(g) for g in v)):
+                    return f'the guards {str(v)[:80]!r}'
+                if k in ('in_spec', 'out_spec') and not is_plain_treespec(v):
+                    return f'the pytree spec {str(v)[:80]!r}'
+                if k in ('min_val', 'max_val') and v is not None and (
+                        not isinstance(v, int) or isinstance(v, bool)):
+                    return f'the size bound {v!r}'
+                if k == 'as_operator' and not is_model_node(
+                        dict(target=v, inputs=[]), set()):
+                    return f'the operator {str(v)[:80]!r}'
+                if k not in ('expr_str', 'guards_code', 'in_spec',
+                             'out_spec', 'min_val', 'max_val',
+                             'as_operator'):
+                    todo.append((v, k))
         elif isinstance(item, list):
-            todo.extend(item)
+            todo.extend((v, key) for v in item)
+        elif isinstance(item, str) and not (
+                _ARG_TEXT if key in ('as_string', 'as_strings')
+                else _NAME).match(item):
+            return f'the string {item[:80]!r}'
     return None
+
+
+def _plain_inputs(inputs) -> bool:
+    """Whether loaded sample inputs are tensors and numbers in tuples,
+    lists and dicts keyed by Python names (``.module()`` writes the keys
+    into code)."""
+    import torch
+    todo = [inputs]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, (tuple, list)):
+            todo.extend(item)
+        elif isinstance(item, dict):
+            if not all(isinstance(k, str) and k.isidentifier()
+                       for k in item):
+                return False
+            todo.extend(item.values())
+        elif not isinstance(item, (torch.Tensor, int, float, type(None))):
+            return False
+    return True
 
 
 def trust_store_path() -> str:
@@ -267,29 +424,41 @@ def check_pt2(path: str, file=None, trusted: bool = False) -> None:
                 raise ValueError(f'Refused {path}: entry {rel!r} is not '
                                  'plain data (pickled weights or code).')
             raw = archive.read(name)
+            program = rel.endswith('_config.json') or \
+                rel.startswith('models/')
+            try:
+                data = json.loads(raw) if program else None
+            except ValueError:
+                raise ValueError(f'Refused {path}: {rel} is not valid '
+                                 'JSON.') from None
             if rel.endswith('_config.json'):
-                entries = json.loads(raw).get('config') or {}
-                bad = [k for k, v in entries.items()
-                       if not isinstance(v, dict) or v.get('use_pickle')]
-                if bad:
+                entries = data.get('config') if isinstance(data,
+                                                           dict) else None
+                bad = [k for k, v in dict(entries or {}).items()
+                       if not isinstance(v, dict) or v.get('use_pickle')
+                       or not re.match(r'^(weight|tensor)_\d+\Z',
+                                       str(v.get('path_name')))]
+                if bad or not isinstance(entries, dict):
                     raise ValueError(
-                        f'Refused {path}: {bad[0]!r} is stored as a pickle '
-                        '(use_pickle), which torch would unpickle with '
-                        'weights_only=False (it can run code).')
-            elif rel.startswith('models/'):
-                problem = _graph_problem(json.loads(raw))
+                        f'Refused {path}: {(bad or [rel])[0]!r} is stored as '
+                        'a pickle (use_pickle), which torch would unpickle '
+                        'with weights_only=False (it can run code).')
+            if program:
+                problem = _program_problem(data)
                 if problem:
                     raise ValueError(
-                        f'Refused {path}: its graph has {problem}, which a '
+                        f'Refused {path}: its {rel} has {problem}, which a '
                         'model export never has (it could run code or '
                         'write files).')
             elif rel.endswith('.pt'):
                 try:
-                    torch.load(io.BytesIO(raw), weights_only=True)
+                    inputs = torch.load(io.BytesIO(raw), weights_only=True)
                 except Exception:
+                    inputs = object()
+                if not _plain_inputs(inputs):
                     raise ValueError(
                         f'Refused {path}: its sample inputs are not plain '
-                        'tensors.') from None
+                        'tensors under Python names.') from None
 
 
 def load_model(path: str, trust_pt2: bool = False
@@ -569,9 +738,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     run, meta = load_model(args.model, trust_pt2=args.trust_pt2)
     mapping = {}
     for path, stem in zip(args.images, unique_stems(args.images)):
-        img = cv2.imread(path, cv2.IMREAD_COLOR)
+        try:
+            img = cv2.imread(path, cv2.IMREAD_COLOR)
+        except cv2.error:  # e.g. over OpenCV's pixel limit
+            img = None
         if img is None:
-            raise ValueError(f'Cannot read image {path}.')
+            raise ValueError(
+                f'Cannot read image {path} (not an image OpenCV reads, or '
+                'over $OPENCV_IO_MAX_IMAGE_PIXELS pixels: '
+                f'{os.environ.get("OPENCV_IO_MAX_IMAGE_PIXELS", "2^30")}).')
         pred = predict(run, meta, img, bboxes)
         base = osp.join(args.out_dir, stem)
         if meta['task'] == 'pose':

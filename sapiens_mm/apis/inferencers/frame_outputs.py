@@ -60,8 +60,9 @@ class FrameOutputsMixin:
     def _pose_notices(self, where: str, pose: dict) -> None:
         """Say the fallbacks of one frame's pose: the whole image used as
         the person box, no person, every keypoint below ``kpt_thr``."""
-        detector = self.detector
-        if pose['bbox_source'] == 'whole_image' and detector is not None:
+        detector = self.detector if pose['bbox_source'] == 'whole_image' \
+            else None  # the user's boxes: no detector to build or name
+        if detector is not None:
             self._say_once(
                 'whole_image',
                 f'{where}: the person detector ({type(detector).__name__}) '

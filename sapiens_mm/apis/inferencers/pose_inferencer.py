@@ -152,11 +152,37 @@ class PoseInferencer(BaseTaskInferencer):
             from mmpose.registry import KEYPOINT_CODECS
             with DefaultScope.overwrite_default_scope('mmpose'):
                 self.codec = KEYPOINT_CODECS.build(self.cfg.model.head.decoder)
-        self.detector = build_person_detector(detector, det_model,
-                                              det_weights, str(self.device),
-                                              det_cat_ids)
+        # built when an image first needs it: boxes given for every image
+        # build none ('auto' looks for RTMDet-m's weights on the Hub)
+        self._detector_args = (detector, det_model, det_weights,
+                               str(self.device), det_cat_ids)
+        self._detector: Optional[PersonDetector] = None
+        self._detector_built = False
         self.bbox_thr, self.nms_thr, self.kpt_thr = bbox_thr, nms_thr, kpt_thr
         self.whole_image_fallback = bool(whole_image_fallback)
+
+    @property
+    def detector(self) -> Optional[PersonDetector]:
+        """The person detector (None: none), built on first use: a run
+        whose images all come with person boxes builds none, and so
+        downloads nothing."""
+        if not self._detector_built:
+            self._detector = build_person_detector(*self._detector_args)
+            self._detector_built = True
+        return self._detector
+
+    @detector.setter
+    def detector(self, value: Optional[PersonDetector]) -> None:
+        self._detector, self._detector_built = value, True
+
+    def _detect(self, img: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """The detector's boxes and scores of an image (none without a
+        detector): what :func:`select_person_boxes` calls when the user's
+        boxes do not cover the image, building the detector then."""
+        detector = self.detector
+        if detector is None:
+            return np.zeros((0, 4), np.float32), np.zeros(0, np.float32)
+        return detector(img)
 
     @property
     def output_layer(self) -> torch.nn.Module:
@@ -241,7 +267,7 @@ class PoseInferencer(BaseTaskInferencer):
         for i, (img, name, boxes) in enumerate(zip(images, names,
                                                   user_boxes)):
             boxes, scores, source = select_person_boxes(
-                img, self.detector, boxes, bbox_thr, nms_thr)
+                img, self._detect, boxes, bbox_thr, nms_thr)
             if source == 'whole_image' and self.detector is not None and \
                     not self.whole_image_fallback:
                 boxes, scores, source = boxes[:0], scores[:0], 'none'

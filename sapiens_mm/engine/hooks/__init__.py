@@ -1,11 +1,12 @@
-from .best_checkpoint_guard_hook import BestCheckpointGuardHook
+from .best_checkpoint_guard_hook import RUN_ID_KEY, BestCheckpointGuardHook
 from .config_data_hook import CONFIG_DATA_KEY, ConfigDataHook
 from .non_finite_loss_hook import NonFiniteLossHook
 from .reseed_hook import ReseedHook
 from .strict_load_hook import StrictLoadHook
 
 __all__ = [
-    'BestCheckpointGuardHook', 'ConfigDataHook', 'CONFIG_DATA_KEY',
+    'BestCheckpointGuardHook', 'RUN_ID_KEY', 'ConfigDataHook',
+    'CONFIG_DATA_KEY',
     'NonFiniteLossHook', 'ReseedHook',
     'StrictLoadHook'
 ]
