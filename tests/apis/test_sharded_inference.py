@@ -22,7 +22,8 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from cluster_helpers import ROOT, free_port, run_env, tail, tree_snapshot
+from attack_helpers import tree_state
+from cluster_helpers import ROOT, free_port, run_env, tail
 from inference_helpers import image, small_cfg
 from log_helpers import logged_warnings
 from mmengine.registry import DefaultScope
@@ -455,7 +456,7 @@ def _check_collision_outputs(out: Path, expected: dict) -> None:
 def test_two_entries_one_name_get_two_outputs(setup, tmp_path):
     listing, expected = _colliding_list(tmp_path)
     out = tmp_path / 'out'
-    before = tree_snapshot(tmp_path, [out])
+    before = tree_state(tmp_path, [out])
     with logged_warnings() as messages:
         summary = main([str(listing), '--out-dir', str(out)] +
                        setup['pose_args'])
@@ -466,7 +467,7 @@ def test_two_entries_one_name_get_two_outputs(setup, tmp_path):
     assert said == [f'{listing}: {path} has the output name '
                     f'{name[:-2]!r} of an earlier entry; its outputs are '
                     f'named {name!r}.']
-    assert tree_snapshot(tmp_path, [out]) == before
+    assert tree_state(tmp_path, [out]) == before
 
 
 @pytest.mark.slow
@@ -475,7 +476,7 @@ def test_two_entries_one_name_through_two_processes(setup, tmp_path):
     out, log = tmp_path / 'out', tmp_path / 'two.log'
     env = dict(run_env(setup['tmp']), PYTHON=sys.executable,
                PORT=str(free_port()))
-    before = tree_snapshot(tmp_path, [out, log])
+    before = tree_state(tmp_path, [out, log])
     proc = subprocess.Popen(
         ['bash', str(ROOT / 'tools' / 'dist_infer.sh'), '2', str(listing),
          '--out-dir', str(out), *setup['pose_args']], env=env,
@@ -484,7 +485,7 @@ def test_two_entries_one_name_through_two_processes(setup, tmp_path):
     assert _wait(proc, log) == 0, tail(log)
     _check_collision_outputs(out, expected)
     assert log.read_text().count('has the output name') == 1  # rank 0
-    assert tree_snapshot(tmp_path, [out, log]) == before
+    assert tree_state(tmp_path, [out, log]) == before
 
 
 def test_tampered_manifest_records_are_redone(setup, tmp_path):
@@ -504,7 +505,7 @@ def test_tampered_manifest_records_are_redone(setup, tmp_path):
             record['outputs'] = tampered[record['name']]
         lines.append(json.dumps(record))
     (out / 'manifest.jsonl').write_text('\n'.join(lines) + '\n')
-    before = tree_snapshot(tmp_path, [out])
+    before = tree_state(tmp_path, [out])
     with logged_warnings() as messages:
         summary = main([str(setup['data'] / 'inputs.txt'), '--out-dir',
                         str(out)] + setup['args'])
@@ -513,7 +514,7 @@ def test_tampered_manifest_records_are_redone(setup, tmp_path):
     assert len(said) == 1 and '3 record(s)' in said[0]
     assert 'their inputs are redone' in said[0]
     _same_as_reference(out, setup)
-    assert tree_snapshot(tmp_path, [out]) == before
+    assert tree_state(tmp_path, [out]) == before
     assert outside.read_text() == '{"mine": 1}'
 
 
@@ -526,7 +527,7 @@ def test_bad_coco_results_path_fails_before_any_work(setup, tmp_path,
     plain = tmp_path / 'plain.txt'
     plain.write_text('x')
     out = tmp_path / 'out'
-    before = tree_snapshot(tmp_path)
+    before = tree_state(tmp_path)
     argv = [str(setup['data'] / 'inputs.txt'), '--out-dir', str(out)] + \
         setup['pose_args']
     with pytest.raises(ValueError, match=f'--coco-results {folder} is a '
@@ -539,7 +540,7 @@ def test_bad_coco_results_path_fails_before_any_work(setup, tmp_path,
     assert str(end.value).startswith('infer: error: --coco-results ')
     assert '\n' not in str(end.value)
     assert not out.exists()
-    assert tree_snapshot(tmp_path) == before
+    assert tree_state(tmp_path) == before
 
 
 def test_listed_names_are_unique(tmp_path):

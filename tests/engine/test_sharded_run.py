@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster_helpers import ROOT, run_env, tree_snapshot
+from attack_helpers import tree_state
+from cluster_helpers import ROOT, run_env
 from log_helpers import logged_warnings
 from tool_helpers import load_tool
 
@@ -473,7 +474,7 @@ def test_status_says_one_line_per_malformed_progress_file(tmp_path, capsys):
            'progress.rank00003.json': json.dumps(_progress('r', 3, ok='7'))}
     for name, text in bad.items():
         (folder / name).write_text(text)
-    before = tree_snapshot(tmp_path)
+    before = tree_state(tmp_path)
     assert status.main([str(out)]) == 2
     err = capsys.readouterr()
     lines = err.err.splitlines()
@@ -486,18 +487,18 @@ def test_status_says_one_line_per_malformed_progress_file(tmp_path, capsys):
     assert all('not a progress file of a sharded run' in ln and
                ln.endswith('ignored.') for ln in lines)
     assert 'None' not in err.out + err.err
-    assert tree_snapshot(tmp_path) == before
+    assert tree_state(tmp_path) == before
     # beside a valid one: its state, and the problem lines
     _write_progress(out, _progress('20260101T000000-abcdef', 4,
                                    in_flight=['/data/q.png']))
-    before = tree_snapshot(tmp_path)
+    before = tree_state(tmp_path)
     assert status.main([str(out)]) == 1
     err = capsys.readouterr()
     assert len(err.err.splitlines()) == 4 and 'None' not in err.out
     assert err.out.splitlines()[-1] == (
         'rank 4 (pid 4242 on nodeB) did not finish (killed or crashed) '
         'while processing /data/q.png; 3 ok, 0 failed recorded')
-    assert tree_snapshot(tmp_path) == before
+    assert tree_state(tmp_path) == before
 
 
 #: Peak RSS growth allowed while 1,000,000 list entries are streamed,

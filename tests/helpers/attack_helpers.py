@@ -73,9 +73,11 @@ def tiff_two_sizes(path, first, last):
 
 
 def tree_state(root: Path,
-               skip: Iterable[Path] = ()) -> Dict[str, Tuple[int, str]]:
-    """``{relative path: (mode, sha256)}`` of every file and folder under
-    ``root`` except those under ``skip`` (folders get an empty digest)."""
+               skip: Iterable[Path] = ()) -> Dict[str, Tuple]:
+    """``{relative path: (mode, link target or sha256)}`` of every file,
+    link and folder under ``root`` except those under ``skip`` (folders get
+    an empty digest): equal before and after a run that changed nothing
+    there."""
     skip = [Path(s).resolve() for s in skip]
     state = {}
     for dirpath, dirnames, filenames in os.walk(root):
@@ -84,9 +86,13 @@ def tree_state(root: Path,
                        if (here / d).resolve() not in skip]
         for name in dirnames + filenames:
             path = here / name
+            if path.resolve() in skip:
+                continue
             st = path.lstat()
             digest = ''
-            if path.is_file() and not path.is_symlink():
+            if path.is_symlink():
+                digest = 'link:' + os.readlink(path)
+            elif path.is_file():
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
             state[str(path.relative_to(root))] = (st.st_mode, digest)
     return state

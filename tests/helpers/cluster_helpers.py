@@ -296,17 +296,3 @@ def torchrun_node_cmd(script: Path, *args: str, nnodes: int, node_rank: int,
             f'--master-port={port}', str(script), *args]
 
 
-def tree_snapshot(root: Path, skip: Sequence[Path] = ()) -> Dict[str, tuple]:
-    """``{relative path: (size, mtime_ns, mode)}`` of every file, link and
-    folder under ``root`` but those under ``skip``: equal before and after
-    a run when it changed nothing there."""
-    skipped = [Path(s) for s in skip]
-    found = {}
-    for path in sorted(Path(root).rglob('*')):
-        if any(path == s or s in path.parents for s in skipped):
-            continue
-        st = path.lstat()
-        found[str(path.relative_to(root))] = (
-            st.st_size if not path.is_dir() else 0, st.st_mtime_ns,
-            st.st_mode)
-    return found
