@@ -84,24 +84,33 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 
 def _read_sparse(path: str, png_scale: float):
-    import cv2
+    """A sparse depth map in metres from a ``.npy`` file or a 16-bit PNG
+    (``png_scale`` units per metre), decoded by Pillow at the size checked
+    against the image limits (one decoder reads the size and decodes)."""
     import numpy as np
+    from PIL import Image
+
+    from sapiens_mm.utils.image_io import check_image_size
     if path.endswith('.npy'):
         return np.load(path, allow_pickle=False)
-    img = cv2.imread(path, cv2.IMREAD_UNCHANGED)
-    if img is None:
-        raise ValueError(f'Cannot read the sparse depth image {path}.')
-    if img.ndim != 2 or img.dtype != np.uint16:
+    try:
+        with Image.open(path) as img:
+            check_image_size(*img.size, path)
+            depth = np.asarray(img)
+    except (OSError, SyntaxError) as e:
+        raise ValueError(f'Cannot read the sparse depth image {path} ({e}).'
+                         ) from None
+    if depth.ndim != 2 or depth.dtype != np.uint16:
         raise ValueError(f'{path} is not a single-channel 16-bit PNG '
-                         f'(got {img.dtype}, shape {img.shape}).')
-    return img.astype(np.float64) / png_scale
+                         f'(got {depth.dtype}, shape {depth.shape}).')
+    return depth.astype(np.float64) / png_scale
 
 
 def run(args: argparse.Namespace) -> dict:
     """Fit, write the outputs, return a summary."""
-    import cv2
     import numpy as np
 
+    from sapiens_mm.utils.image_io import UnreadableImageError, read_image
     from sapiens_mm.utils.metric_depth import (
         apply_scale_shift,
         fit_scale_shift,
@@ -135,9 +144,11 @@ def run(args: argparse.Namespace) -> dict:
                  args.fx, args.fy, args.cx, args.cy))
         colors = None
         if args.image:
-            img = cv2.imread(args.image, cv2.IMREAD_COLOR)
-            if img is None:
-                raise ValueError(f'Cannot read the image {args.image}.')
+            try:
+                img = read_image(args.image, backend='cv2')
+            except UnreadableImageError as e:
+                raise ValueError(f'Cannot read the image {args.image}: {e}'
+                                 ) from None
             if img.shape[:2] != metric.shape:
                 raise ValueError(
                     f'The image is {img.shape[1]}x{img.shape[0]} but the '

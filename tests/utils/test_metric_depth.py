@@ -248,3 +248,39 @@ def test_depth_to_metric_tool(scene, tmp_path, capsys):
     assert msg.startswith('tools/depth_to_metric.py: error: Cannot fit scale '
                           'and shift: 2 usable')
     assert '\n' not in msg
+
+
+def test_depth_to_metric_tool_sparse_png_and_image_limits(scene, tmp_path):
+    """A 16-bit sparse depth PNG (millimetres) fits like the same depths
+    given as points; an --image whose header declares more pixels than the
+    image limit is refused in one line before it is decoded, and nothing is
+    written past the fit."""
+    from attack_helpers import tiff_two_sizes
+    rel = _relative(scene['depth']).astype(np.float32)
+    np.save(tmp_path / 'rel.npy', rel)
+    sparse = np.zeros(rel.shape, np.uint16)
+    ys, xs = np.nonzero(scene['fg'])
+    pick = np.linspace(0, len(xs) - 1, 12).astype(int)
+    sparse[ys[pick], xs[pick]] = np.round(
+        scene['depth'][ys[pick], xs[pick]] * 1000).astype(np.uint16)
+    Image.fromarray(sparse).save(tmp_path / 'sparse.png')
+    tool = load_tool('depth_to_metric')
+    argv = [str(tmp_path / 'rel.npy'), '--sparse-depth',
+            str(tmp_path / 'sparse.png'), '--png-scale', '1000', '--out',
+            str(tmp_path / 'm')]
+    assert tool.main(argv) == 0
+    fit = json.loads((tmp_path / 'm_fit.json').read_text())
+    # depths rounded to 1 mm on a 1-8 m scene: the fit within 0.1 %
+    assert fit['scale'] == pytest.approx(SCALE, rel=1e-3)
+    assert fit['shift'] == pytest.approx(SHIFT, rel=1e-3)
+    # an image whose size tags say 30000 x 30000 (900 MP > the 50 MP limit)
+    big = tiff_two_sizes(tmp_path / 'big.tif', 30000, 30000)
+    with pytest.raises(SystemExit) as exit_:
+        tool.run_cli(tool.main, argv + ['--fov', '60', '--image', big,
+                                        '--out', str(tmp_path / 'm2')],
+                     'tools/depth_to_metric.py')
+    msg = str(exit_.value.code)
+    assert msg.startswith('tools/depth_to_metric.py: error: Cannot read the '
+                          f'image {big}') and 'pixels' in msg, msg
+    assert '\n' not in msg
+    assert not (tmp_path / 'm2.ply').exists()
