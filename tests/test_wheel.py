@@ -85,9 +85,9 @@ def test_installed_package_is_the_wheel(installed):
         print(cfg.model.backbone.arch, cfg.data_mode)
         from sapiens_mm.zoo.cards import find_card, model_index_path
         print(model_index_path(), find_card('sapiens2-pose-0.4b').config)
-        from sapiens_mm.utils.cpu_features import cpu_flags
+        from sapiens_mm.utils.cpu_features import cpu_kernels_supported
         from sapiens_mm.utils.cpu_kernels import cpu_kernel
-        print('avx512_bf16' in cpu_flags(),
+        print(cpu_kernels_supported(),
               cpu_kernel('sapiens_attention_f32') is not None)
         ''')], work, dict(env, SAPIENS_MM_CACHE=str(work / 'cache'))
                ).splitlines()

@@ -33,7 +33,7 @@ from typing import Optional
 import torch
 from mmengine.logging import print_log
 
-from .cpu_features import cpu_flags
+from .cpu_features import cpu_kernels_supported
 
 __all__ = ['cpu_kernel', 'rms_norm', 'rope_bf16', 'plain_cpu_inference']
 
@@ -185,7 +185,7 @@ def rope_bf16(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor,
 def _library() -> Optional[ctypes.CDLL]:
     """The built library, or None (logged once) when the CPU lacks
     AVX512_BF16 or the build fails."""
-    if not {'avx512f', 'avx512bw', 'avx512_bf16'} <= cpu_flags():
+    if not cpu_kernels_supported():
         return None
     compiler = os.environ.get('CC') or shutil.which('cc') or shutil.which(
         'gcc')

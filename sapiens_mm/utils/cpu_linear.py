@@ -33,6 +33,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmcv.cnn.bricks.wrappers import Linear as MMCVLinear
 
+from .cpu_features import packed_linear_supported
 from .cpu_kernels import plain_cpu_inference
 
 __all__ = ['PackedCpuLinear', 'PackedMMCVLinear', 'pack_cpu_linears',
@@ -150,7 +151,8 @@ class PackedCpuLinear(nn.Linear):
             dtype = w.dtype
         else:
             return None  # nn.Linear raises its dtype-mismatch error
-        return dtype if plain_cpu_inference(x, w, *others) else None
+        return dtype if (plain_cpu_inference(x, w, *others)
+                         and packed_linear_supported(dtype)) else None
 
     def _packed_weight(self,
                        dtype: torch.dtype,

@@ -7,13 +7,15 @@ from sapiens_mm.apis.inference import auto_dtype, resolve_device_and_dtype
 from sapiens_mm.utils import cpu_features
 
 
-@pytest.mark.parametrize('flags, want', [
-    ({'avx2', 'fma'}, torch.float32),  # bf16 emulated: slower
-    ({'avx512f', 'avx512_bf16'}, torch.bfloat16),
-    ({'amx_bf16', 'amx_tile'}, torch.bfloat16),
+@pytest.mark.parametrize('caps, want', [
+    (dict(architecture='x86_64', avx2=True, fma3=True), torch.float32),
+    (dict(architecture='x86_64', avx512_f=True, avx512_bf16=True),
+     torch.bfloat16),
+    (dict(architecture='x86_64', amx_bf16=True, amx_tile=True),
+     torch.bfloat16),
 ])
-def test_auto_follows_the_cpu_flags(monkeypatch, flags, want):
-    monkeypatch.setattr(cpu_features, 'cpu_flags', lambda: frozenset(flags))
+def test_auto_follows_the_cpu_capabilities(monkeypatch, caps, want):
+    monkeypatch.setattr(torch.cpu, 'get_capabilities', lambda: dict(caps))
     assert auto_dtype('cpu') == want
     assert resolve_device_and_dtype('cpu', 'auto') == (torch.device('cpu'),
                                                        want)
@@ -34,8 +36,8 @@ def test_inferencers_and_the_cli_default(monkeypatch):
 
     from sapiens_mm.apis import SapiensInferencer
     from sapiens_mm.cli.infer import build_parser
-    monkeypatch.setattr(cpu_features, 'cpu_flags',
-                        lambda: frozenset({'avx512_bf16'}))
+    monkeypatch.setattr(torch.cpu, 'get_capabilities', lambda: dict(
+        architecture='x86_64', avx512_f=True, avx512_bf16=True))
     inf = SapiensInferencer(dict(seg=small_cfg('seg')), device='cpu',
                             dtype='auto')
     assert inf.dtype == torch.bfloat16
