@@ -3,7 +3,7 @@ from the metafiles, :mod:`.cards`), their downloads from the Hugging Face
 Hub (:mod:`.hub`), their shipped configs, recognition of checkpoint files by
 name or by weights (:mod:`.model_zoo`), the config a checkpoint carries
 (:mod:`.config_match`), and mmengine's checkpoint schemes (:mod:`.loader`:
-local files and ``hf://``)."""
+``hf://``, and local files inside :func:`safe_checkpoint_loading`)."""
 from .cards import (
                     ModelCard,
                     UnknownModelError,
@@ -24,6 +24,7 @@ from .hub import (
                     fetch_url,
                     resolve_checkpoint,
 )
+from .loader import safe_checkpoint_loading
 from .model_zoo import (
                     EMBED_DIMS_TO_SIZE,
                     SAPIENS2_EMBED_DIMS_TO_SIZE,
@@ -48,5 +49,5 @@ __all__ = [
     'model_cards', 'HubError', 'GatedModelError', 'ModelFileMissingError',
     'NotCachedError', 'CorruptDownloadError', 'fetch', 'fetch_url',
     'resolve_checkpoint', 'ConfigMismatchError', 'checkpoint_config',
-    'config_mismatches'
+    'config_mismatches', 'safe_checkpoint_loading'
 ]
