@@ -67,13 +67,12 @@ def register_mmengine_loaders() -> None:
     taken by another loader is left to it (logged). Local paths keep
     mmengine's own loader (see :func:`safe_checkpoint_loading`)."""
     current = CheckpointLoader._schemes.get(HF_PREFIX)
-    if current is not None and current is not load_hub:
+    if current is None:
+        CheckpointLoader.register_scheme(prefixes=HF_PREFIX, loader=load_hub)
+    elif current is not load_hub:
         print_log(f'mmengine checkpoint scheme {HF_PREFIX!r} is already '
                   f'registered ({getattr(current, "__qualname__", current)}); '
                   'sapiens_mm leaves it.', logger='current', level=30)
-        return
-    CheckpointLoader.register_scheme(prefixes=HF_PREFIX, loader=load_hub,
-                                     force=True)
 
 
 @contextlib.contextmanager
