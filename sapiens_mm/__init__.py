@@ -4,10 +4,11 @@
 mmpretrain's multimodal models off when Transformers 5 is installed (they do
 not import under it; see :mod:`sapiens_mm.utils.mmpretrain_compat`), then
 registers every module it provides into the upstream registries
-(mmpretrain, mmpose, mmseg, mmengine) and routes mmengine's checkpoint
-loading (local files and ``hf://`` Hub files) through the safe loader in
-:mod:`sapiens_mm.checkpoint` (see :mod:`sapiens_mm.zoo.loader`); except in
-``python -m sapiens_mm --help``, which only prints the help.
+(mmpretrain, mmpose, mmseg, mmengine) and adds mmengine's ``hf://``
+checkpoint scheme (Hub files; local files keep mmengine's loader outside
+:func:`sapiens_mm.zoo.safe_checkpoint_loading`, see
+:mod:`sapiens_mm.zoo.loader`); except in ``python -m sapiens_mm --help``,
+which only prints the help.
 """
 import sys
 from typing import List, Optional

@@ -162,3 +162,31 @@ def test_hook_leaves_the_loops_it_is_not_asked_for(tmp_path):
         default_scope='mmengine')
     runner.test()
     assert runs and not any(o['packed'] for o in runs[0])
+
+
+def test_test_tool_runs_packed_and_computes_the_plain_models_outputs(
+        tmp_path, monkeypatch):
+    """tools/test.py evaluates with the linear layers packed (the
+    inferencers' speed): the dumped logits equal those of the plain model
+    (--no-inference-form) within float32 rounding, and the log says so."""
+    import mmengine
+    from cluster_helpers import write_tiny_seg_checkpoint
+    from tool_helpers import load_tool
+
+    cfg_path, ckpt = write_tiny_seg_checkpoint(tmp_path, monkeypatch, n=2)
+    tool = load_tool('test')
+    runs = {}
+    for flag in ([], ['--no-inference-form']):
+        dump = tmp_path / f'preds{len(flag)}.pkl'
+        tool.main([str(cfg_path), str(ckpt), '--work-dir',
+                   str(tmp_path / f'w{len(flag)}'), '--dump', str(dump),
+                   *flag])
+        runs[bool(flag)] = mmengine.load(str(dump))
+        log = next((tmp_path / f'w{len(flag)}').glob('*/*.log')).read_text()
+        assert ('linear layers packed for CPU inference' in log) != bool(flag)
+    packed, plain = runs[False], runs[True]
+    assert len(packed) == len(plain) == 2
+    for a, b in zip(packed, plain):
+        torch.testing.assert_close(a['seg_logits']['data'],
+                                   b['seg_logits']['data'], rtol=0,
+                                   atol=1e-4)
