@@ -381,7 +381,9 @@ def _build_inferencer(args: argparse.Namespace, models: dict,
         stabilize_matting=args.stabilize_matting,
         stabilize_pointmap_scale=args.stabilize_pointmap_scale,
         whole_image_fallback=not args.no_whole_image_fallback)
-    if torch.device(inferencer.device).type == 'cpu':
+    if device is None:
+        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    if torch.device(device).type == 'cpu':
         keep_freed_memory()  # a whole program tunes its own process
     return inferencer
 

@@ -234,3 +234,22 @@ def test_stock_checkpoint_loads_the_same_with_and_without_sapiens_mm(
     meta = without['trusted'][1]['meta'][1]
     assert meta['dataset_meta'][1]['sigmas'][0] == 'ndarray'
     assert len(without['trusted'][1]['state_dict'][1]) > 100
+
+
+@pytest.mark.parametrize('device,kept', [('cpu', True), ('cuda', False)])
+def test_the_command_line_tunes_malloc_for_cpu_runs(monkeypatch, device,
+                                                    kept):
+    """The inference command line, a whole program, makes malloc keep freed
+    memory for its CPU runs (the library never does)."""
+    import sapiens_mm.apis.inferencers as inferencers
+    from sapiens_mm.cli import infer
+    from sapiens_mm.utils import cpu_allocator
+    calls = []
+    monkeypatch.setattr(cpu_allocator, 'keep_freed_memory',
+                        lambda: calls.append(1) or True)
+    monkeypatch.setattr(inferencers, 'SapiensInferencer',
+                        lambda **kwargs: kwargs)
+    args = infer.build_parser().parse_args(['x.png', '--device', device])
+    built = infer._build_inferencer(args, {}, device)
+    assert built['device'] == device
+    assert calls == ([1] if kept else [])
