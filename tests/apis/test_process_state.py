@@ -186,16 +186,10 @@ print(json.dumps(result))
 '''
 
 
-def _stock_mmpose_checkpoint(path):
-    """A tiny mmpose top-down model's checkpoint, with what mmengine's
-    Runner.save_checkpoint puts in it (Runner meta with the dataset's
-    metainfo, the message hub's state), saved by mmengine."""
-    import mmengine
-    from mmengine.logging import MessageHub
-    from mmengine.runner.checkpoint import save_checkpoint, weights_to_cpu
-    from mmpose.datasets.datasets.utils import parse_pose_metainfo
-    from mmpose.registry import MODELS
-    model = MODELS.build(dict(
+def _build_stock_pose_model(models):
+    """A tiny mmpose top-down estimator (MobileNetV2 at a quarter width and
+    a heatmap head)."""
+    return models.build(dict(
         type='TopdownPoseEstimator',
         backbone=dict(type='MobileNetV2', widen_factor=0.25,
                       out_indices=(7, )),
@@ -204,7 +198,21 @@ def _stock_mmpose_checkpoint(path):
                   loss=dict(type='KeypointMSELoss', use_target_weight=True),
                   decoder=dict(type='MSRAHeatmap', input_size=(192, 256),
                                heatmap_size=(48, 64), sigma=2))))
+
+
+def _stock_mmpose_checkpoint(path):
+    """A tiny mmpose top-down model's checkpoint, with what mmengine's
+    Runner.save_checkpoint puts in it (Runner meta with the dataset's
+    metainfo, the message hub's state), saved by mmengine."""
+    import mmengine
+    from mmengine.logging import MessageHub
+    from mmengine.runner.checkpoint import save_checkpoint, weights_to_cpu
     import mmpose
+    from mmengine.registry import DefaultScope
+    from mmpose.datasets.datasets.utils import parse_pose_metainfo
+    from mmpose.registry import MODELS
+    with DefaultScope.overwrite_default_scope('mmpose'):
+        model = _build_stock_pose_model(MODELS)
     coco = Path(mmpose.__file__).parent / '.mim/configs/_base_/datasets/coco.py'
     metainfo = parse_pose_metainfo(dict(from_file=str(coco)))
     assert isinstance(metainfo['sigmas'], np.ndarray)
