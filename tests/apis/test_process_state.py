@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 SEG_TINY = ROOT / 'configs/seg/goliath/sapiens_tiny-200e_goliath-256x192.py'
@@ -40,7 +39,6 @@ GIB = 2**30
 SNAPSHOT = '''
 import json, logging, os, signal, sys, warnings
 import numpy as np
-import torch
 import torch._dynamo, mmengine.runner, mmseg.datasets, mmpose.datasets  # noqa
 
 def name(o):
@@ -132,7 +130,6 @@ def test_import_init_model_and_inference_leave_the_process_alone():
 LOAD = '''
 import hashlib, importlib, json, sys
 import numpy as np
-import torch
 from mmengine.runner.checkpoint import CheckpointLoader
 path, mode, cfg = sys.argv[1:4]
 if mode == 'with':

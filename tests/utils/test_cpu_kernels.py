@@ -9,7 +9,6 @@ elements per million (measured: 2.5e-6 to 5.4e-6 of the elements).
 """
 import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from sapiens_mm.models.layers import RMSNorm
