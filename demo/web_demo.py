@@ -63,9 +63,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ImportError:
         raise RuntimeError('The web demo needs gradio: pip install -r '
                            'requirements.txt') from None
+    import torch
+
     from sapiens_mm.demo.web import DEMO_TASKS, build_demo
+    from sapiens_mm.utils.cpu_allocator import keep_freed_memory
     configs = {t: getattr(args, f'{t}_config') for t in DEMO_TASKS
                if getattr(args, f'{t}_config')}
+    device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    if torch.device(device).type == 'cpu':
+        keep_freed_memory()  # a whole program tunes its own process (logged)
     app = build_demo(args.checkpoints, args.device, args.out_dir,
                      args.max_side, configs)
     print(f'Sapiens web demo on http://{args.host}:{args.port}', flush=True)

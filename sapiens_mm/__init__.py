@@ -5,9 +5,9 @@ installed OpenMMLab stack, keeps mmpretrain's multimodal models off when
 Transformers 5 is installed (they do not import under it; see
 :mod:`sapiens_mm.utils.mmpretrain_compat`), then registers every module it
 provides into the upstream registries (mmpretrain, mmpose, mmseg, mmengine)
-and routes mmengine's checkpoint loading (local files and ``hf://`` Hub
-files) through the safe loader in :mod:`sapiens_mm.checkpoint` (see
-:mod:`sapiens_mm.zoo.loader`). A config's
+and adds mmengine's ``hf://`` checkpoint scheme (Hub files; local files keep
+mmengine's loader outside :func:`sapiens_mm.zoo.safe_checkpoint_loading`,
+see :mod:`sapiens_mm.zoo.loader`). A config's
 ``custom_imports=dict(imports=['sapiens_mm'])`` does the same.
 
 The one import that waits is the package's own command line: when
@@ -28,8 +28,8 @@ _registered = False
 
 def register_all_modules() -> None:
     """Register every module of sapiens_mm into the upstream registries and
-    route mmengine's checkpoint loading through the safe loader (see the
-    module docstring). Runs once; later calls return at once.
+    add mmengine's ``hf://`` checkpoint scheme (see the module docstring).
+    Runs once; later calls return at once.
 
     Raises:
         ImportError: A required package is missing or of an unsupported

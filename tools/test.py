@@ -16,6 +16,12 @@ tools/dist_test.sh, tools/slurm_test.sh.
 The checkpoint must fit the model: missing, unexpected or wrong-shape keys
 are an error (``--non-strict`` evaluates anyway, with a warning), and NaN /
 inf weights are always refused.
+
+The test loop runs the model's CPU linear layers in their inference form
+(:class:`~sapiens_mm.engine.InferenceFormHook`, the speed of the
+inferencers; ``--no-inference-form`` runs the plain model). As a whole
+program it reads local checkpoints through sapiens_mm's safe reader
+(:func:`sapiens_mm.zoo.safe_checkpoint_loading`) for its run.
 """
 import argparse
 import json
@@ -25,13 +31,14 @@ import os.path as osp
 from mmengine.config import DictAction
 from mmengine.dist import is_main_process
 
-import sapiens_mm  # noqa: F401  (registers modules, safe checkpoint loading)
+import sapiens_mm  # noqa: F401  (registers the modules)
 from sapiens_mm.engine.runner_cfg import (build_runner, build_test_cfg,
                                         explain_json_error, prepare_work_dir,
                                         write_metrics_json)
 from sapiens_mm.engine.fileio import ensure_writable_dir
 from sapiens_mm.cli import add_debug_argument, run_cli
-from sapiens_mm.zoo import lookup_card, resolve_checkpoint
+from sapiens_mm.zoo import (lookup_card, resolve_checkpoint,
+                            safe_checkpoint_loading)
 
 
 def parse_args(argv=None):
@@ -57,6 +64,10 @@ def parse_args(argv=None):
                         help='evaluate a checkpoint that does not fit the '
                         'model (missing / unexpected / wrong-shape keys) '
                         'with a warning; the unfitting weights stay random')
+    parser.add_argument('--no-inference-form', action='store_true',
+                        help='run the plain model (by default the CPU '
+                        'linear layers run packed, as the inferencers run '
+                        'them)')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     add_debug_argument(parser)
     args = parser.parse_args(argv)
@@ -79,14 +90,18 @@ def main(argv=None):
     cfg = build_test_cfg(args.config, checkpoint, work_dir=args.work_dir,
                          cfg_options=args.cfg_options, launcher=args.launcher,
                          dump=args.dump, strict=not args.non_strict)
+    if not args.no_inference_form:
+        cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
+            dict(type='InferenceFormHook', val=False)]
     prepare_work_dir(cfg)
     for path in (args.out, args.dump):
         if path:
             ensure_writable_dir(osp.dirname(osp.abspath(path)),
                                 f'folder of {path}')
     try:
-        runner = build_runner(cfg)
-        metrics = runner.test()
+        with safe_checkpoint_loading():
+            runner = build_runner(cfg)
+            metrics = runner.test()
     except json.JSONDecodeError as e:
         raise ValueError(explain_json_error(cfg, e)) from e
     if is_main_process():

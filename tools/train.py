@@ -1,5 +1,11 @@
 """Train a model from a config file with mmengine's Runner.
 
+As a whole program it sets, for its own run: mmengine's loader of local
+checkpoints to sapiens_mm's safe reader (``load_from``, ``--resume``,
+``Pretrained`` init; :func:`sapiens_mm.zoo.safe_checkpoint_loading`), and
+crash-safe checkpoint writes for a config whose ``CheckpointHook`` names no
+file backend (:func:`sapiens_mm.engine.fileio.use_atomic_checkpoints`).
+
 Example:
     python tools/train.py configs/seg/goliath/sapiens_0.3b-200e_goliath-1024x768.py \\
         --work-dir work_dirs/seg_0.3b --amp
@@ -15,10 +21,12 @@ import os
 
 from mmengine.config import DictAction
 
-import sapiens_mm  # noqa: F401  (registers modules, safe checkpoint loading)
+import sapiens_mm  # noqa: F401  (registers the modules)
+from sapiens_mm.engine.fileio import use_atomic_checkpoints
 from sapiens_mm.engine.runner_cfg import (build_runner, build_train_cfg,
                                         explain_json_error, prepare_work_dir)
 from sapiens_mm.cli import add_debug_argument, run_cli
+from sapiens_mm.zoo import safe_checkpoint_loading
 
 
 def parse_args(argv=None):
@@ -71,10 +79,12 @@ def main(argv=None):
         cfg_options=args.cfg_options, launcher=args.launcher, seed=args.seed,
         deterministic=args.deterministic,
         nonfinite_loss=args.nonfinite_loss)
+    use_atomic_checkpoints(cfg)
     prepare_work_dir(cfg)
     try:
-        runner = build_runner(cfg)
-        runner.train()
+        with safe_checkpoint_loading():
+            runner = build_runner(cfg)
+            runner.train()
     except json.JSONDecodeError as e:
         raise ValueError(explain_json_error(cfg, e)) from e
 

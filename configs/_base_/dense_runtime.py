@@ -19,5 +19,7 @@ default_hooks = dict(
     param_scheduler=dict(type='ParamSchedulerHook'),
     # A checkpoint every epoch (official); keep the last 3 and the best.
     checkpoint=dict(
-        type='CheckpointHook', by_epoch=True, interval=1, max_keep_ckpts=3),
+        type='CheckpointHook', by_epoch=True, interval=1, max_keep_ckpts=3,
+        # crash-safe writes: sapiens_mm.engine.fileio.AtomicLocalBackend
+        backend_args=dict(backend='sapiens_atomic_local')),
     sampler_seed=dict(type='DistSamplerSeedHook'))

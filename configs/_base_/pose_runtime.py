@@ -14,7 +14,9 @@ default_hooks = dict(
         interval=10,
         max_keep_ckpts=1,
         save_best='auto',
-        rule='greater'),
+        rule='greater',
+        # crash-safe writes: sapiens_mm.engine.fileio.AtomicLocalBackend
+        backend_args=dict(backend='sapiens_atomic_local')),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='PoseVisualizationHook', enable=False))
 env_cfg = dict(

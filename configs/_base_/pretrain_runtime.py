@@ -7,7 +7,10 @@ default_hooks = dict(
     logger=dict(type='LoggerHook', interval=100),
     param_scheduler=dict(type='ParamSchedulerHook'),
     # A checkpoint every 5 epochs (official), the last 3 kept.
-    checkpoint=dict(type='CheckpointHook', interval=5, max_keep_ckpts=3),
+    checkpoint=dict(
+        type='CheckpointHook', interval=5, max_keep_ckpts=3,
+        # crash-safe writes: sapiens_mm.engine.fileio.AtomicLocalBackend
+        backend_args=dict(backend='sapiens_atomic_local')),
     sampler_seed=dict(type='DistSamplerSeedHook'),
 )
 # original | masked | reconstruction grids in <work_dir>/vis_mae/

@@ -23,6 +23,8 @@ default_hooks = dict(
         interval=1,
         max_keep_ckpts=3,
         save_best='mIoU',
-        rule='greater'),
+        rule='greater',
+        # crash-safe writes: sapiens_mm.engine.fileio.AtomicLocalBackend
+        backend_args=dict(backend='sapiens_atomic_local')),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='SegVisualizationHook'))

@@ -22,14 +22,21 @@ Example:
     >>> text = format_report(result)
 """
 from .builders import (
+                       EXPORT_RUNTIMES,
+                       ExportedRuntime,
                        TransformersSapiens2,
+                       backbone_config,
                        build_backbone,
+                       build_exported_runtimes,
+                       build_registry_route,
                        build_stock_backbone,
                        build_transformers_sapiens2,
+                       export_onnx,
                        is_sapiens2_arch,
 )
 from .decode import benchmark_decode, peaked_heatmaps
-from .drivers import BENCHMARK_DTYPES, COMPILE_MODES, benchmark_model, end_to_end
+from .drivers import (BENCHMARK_DTYPES, COMPILE_MODES, benchmark_model,
+                      end_to_end, weight_bytes)
 from .flops import Work, WorkItem, count_work
 from .limit import (
                        KNOWN_GPU_PEAK_TFLOPS,
@@ -47,9 +54,11 @@ from .timing import PeakMemory, TimingStats, time_callable
 
 __all__ = [
     'BENCHMARK_DTYPES', 'COMPILE_MODES', 'KNOWN_GPU_PEAK_TFLOPS', 'Work',
-    'WorkItem', 'TimingStats', 'PeakMemory', 'build_backbone',
-    'build_stock_backbone', 'is_sapiens2_arch', 'TransformersSapiens2',
-    'build_transformers_sapiens2', 'count_work',
+    'WorkItem', 'TimingStats', 'PeakMemory', 'backbone_config',
+    'build_backbone', 'build_registry_route', 'build_stock_backbone',
+    'is_sapiens2_arch', 'TransformersSapiens2', 'build_transformers_sapiens2',
+    'EXPORT_RUNTIMES', 'ExportedRuntime', 'export_onnx',
+    'build_exported_runtimes', 'weight_bytes', 'count_work',
     'kernel_calls', 'measure_rates', 'limit_seconds', 'gemm_rate',
     'gemm_limit_seconds', 'kernel_limit_seconds', 'limit_warnings',
     'gpu_peak_tflops', 'time_callable', 'benchmark_model', 'end_to_end',

@@ -1,26 +1,26 @@
 """The models a benchmark times: randomly initialised Sapiens / Sapiens2
 backbones by arch name, and the comparison models of the same arch and
-weights (mmpretrain's ``VisionTransformer``, the plain-PyTorch Sapiens2
-reference, Hugging Face Transformers' Sapiens2 port)."""
-from typing import Optional, Tuple
+weights (the same model built through the registry, mmpretrain's
+``VisionTransformer``, the plain-PyTorch Sapiens2 reference, Hugging Face
+Transformers' Sapiens2 port, the exported model run by ONNX Runtime and
+OpenVINO)."""
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 
-from sapiens_mm.utils.cpu_allocator import keep_freed_memory
-from sapiens_mm.utils.cpu_linear import pack_cpu_linears
+__all__ = ['backbone_config', 'build_backbone', 'build_registry_route',
+           'is_sapiens2_arch', 'build_stock_backbone', 'TransformersSapiens2',
+           'build_transformers_sapiens2', 'EXPORT_RUNTIMES', 'ExportedRuntime',
+           'export_onnx', 'build_exported_runtimes']
 
-__all__ = ['build_backbone', 'is_sapiens2_arch', 'build_stock_backbone',
-           'TransformersSapiens2', 'build_transformers_sapiens2']
 
-
-def build_backbone(arch, img_size: Tuple[int, int] = (1024, 768),
-                   patch_cfg: Optional[dict] = None,
-                   num_layers: Optional[int] = None) -> nn.Module:
-    """A randomly initialised ``SapiensVisionTransformer`` or (for a
-    ``sapiens2_*`` arch) ``Sapiens2VisionTransformer`` in eval mode, its
-    linear layers packed for CPU bf16 inference as ``init_model`` gives
-    them.
+def backbone_config(arch, img_size: Tuple[int, int] = (1024, 768),
+                    patch_cfg: Optional[dict] = None,
+                    num_layers: Optional[int] = None) -> dict:
+    """The config (``type`` in mmpretrain's registry and its arguments) of
+    a ``SapiensVisionTransformer`` or (for a ``sapiens2_*`` arch)
+    ``Sapiens2VisionTransformer``.
 
     Args:
         arch: An ``arch_zoo`` name (``'sapiens_0.3b'``, ``'1b'``,
@@ -41,8 +41,8 @@ def build_backbone(arch, img_size: Tuple[int, int] = (1024, 768),
         if num_layers:
             arch = dict(SapiensVisionTransformer.arch_zoo[arch.lower()],
                         num_layers=num_layers)
-        return _packed(SapiensVisionTransformer(
-            arch=arch, img_size=tuple(img_size), patch_cfg=patch_cfg).eval())
+        return dict(type='mmpretrain.SapiensVisionTransformer', arch=arch,
+                    img_size=tuple(img_size), patch_cfg=patch_cfg)
     if patch_cfg:
         raise ValueError('Sapiens2 backbones take no patch_cfg (their '
                          'patch embedding has no padding).')
@@ -54,18 +54,61 @@ def build_backbone(arch, img_size: Tuple[int, int] = (1024, 768),
         kwargs = dict(layer_cfgs=[dict(num_kv_heads=n) for n in kv],
                       use_tokenizer=full.pop('use_tokenizer'))
         arch = dict(full, num_layers=len(kv))
-    return _packed(Sapiens2VisionTransformer(
-        arch=arch, img_size=tuple(img_size), **kwargs).eval())
+    return dict(type='mmpretrain.Sapiens2VisionTransformer', arch=arch,
+                img_size=tuple(img_size), **kwargs)
 
 
-def _packed(backbone: nn.Module) -> nn.Module:
-    """The backbone with the linear layers ``init_model`` gives inference
-    models (:func:`~sapiens_mm.utils.cpu_linear.pack_cpu_linears`), and
-    ``malloc`` keeping freed memory as ``init_model`` sets it for CPU models
-    (:func:`~sapiens_mm.utils.cpu_allocator.keep_freed_memory`)."""
-    pack_cpu_linears(backbone)
-    keep_freed_memory()
-    return backbone
+def build_backbone(arch, img_size: Tuple[int, int] = (1024, 768),
+                   patch_cfg: Optional[dict] = None,
+                   num_layers: Optional[int] = None) -> nn.Module:
+    """A randomly initialised backbone of :func:`backbone_config` (same
+    arguments), built by its class, in eval mode (plain:
+    :func:`~sapiens_mm.analysis.drivers.benchmark_model` gives it the
+    inference form of the precision it times)."""
+    from sapiens_mm.models.backbones import (
+        Sapiens2VisionTransformer,
+        SapiensVisionTransformer,
+    )
+    cfg = backbone_config(arch, img_size, patch_cfg, num_layers)
+    cls = SapiensVisionTransformer if cfg.pop('type').endswith(
+        '.SapiensVisionTransformer') else Sapiens2VisionTransformer
+    return cls(**cfg).eval()
+
+
+def build_registry_route(model: nn.Module,
+                         cfg: Optional[dict] = None) -> nn.Module:
+    """``model`` built again the way mmengine's Runner, ``tools/test.py``
+    or a user's script builds a model: ``MODELS.build`` from its config
+    (a task model's ``model.cfg.model``, set by ``init_model``, in its
+    task's registry scope; a backbone from ``cfg``, e.g.
+    :func:`backbone_config`, in mmpretrain's registry), with ``model``'s
+    weights loaded by ``load_state_dict``, in eval mode.
+
+    Raises:
+        ValueError: Neither a task model with ``cfg`` nor a ``cfg``.
+    """
+    import copy
+
+    from mmengine.registry import DefaultScope
+
+    from sapiens_mm.tasks import TASK_SCOPES, task_of_config
+    if cfg is None:
+        model_cfg = getattr(model, 'cfg', None)
+        if model_cfg is None:
+            raise ValueError('build_registry_route needs the config of a '
+                             'backbone, or a task model from init_model.')
+        task = task_of_config(model_cfg)
+        with DefaultScope.overwrite_default_scope(TASK_SCOPES[task]):
+            if task == 'pose':
+                from mmpose.registry import MODELS
+            else:
+                from mmseg.registry import MODELS
+            built = MODELS.build(copy.deepcopy(model_cfg.model))
+    else:
+        from mmpretrain.registry import MODELS
+        built = MODELS.build(copy.deepcopy(cfg))
+    built.load_state_dict(model.state_dict())
+    return built.eval()
 
 
 def is_sapiens2_arch(arch) -> bool:
@@ -235,3 +278,138 @@ def build_transformers_sapiens2(backbone: nn.Module) -> TransformersSapiens2:
     model.eval()
     return TransformersSapiens2(model, backbone.out_type, 1 + extra,
                                 backbone.patch_size)
+
+
+#: The runtimes :func:`build_exported_runtimes` compares, by name.
+EXPORT_RUNTIMES = ('onnxruntime', 'openvino')
+
+
+class _FirstTensor(nn.Module):
+    """A model's tensor-mode forward reduced to its first output tensor
+    (what the benchmark compares), for export."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        if hasattr(self.model, 'backbone') and hasattr(
+                self.model, 'data_preprocessor'):
+            out = self.model(x, None, mode='tensor')
+        else:
+            out = self.model(x)
+        while isinstance(out, (tuple, list)):
+            out = out[0]
+        return out
+
+
+class ExportedRuntime(nn.Module):
+    """An ONNX model run by ONNX Runtime or OpenVINO on the CPU, called like
+    the PyTorch model it was exported from (a float32 input tensor; the
+    first output as a float32 tensor).
+
+    Args:
+        name: ``'onnxruntime'`` or ``'openvino'``.
+        run: Takes a float32 numpy batch, returns the output array.
+        precision: What the runtime computes in (``'fp32'``, ``'bf16'``).
+    """
+
+    def __init__(self, name: str, run, precision: str) -> None:
+        super().__init__()
+        self.name, self.run, self.precision = name, run, precision
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import numpy as np
+        images = np.ascontiguousarray(x.detach().float().cpu().numpy())
+        return torch.from_numpy(np.asarray(self.run(images),
+                                           dtype=np.float32))
+
+
+def export_onnx(model: nn.Module, example: torch.Tensor, path: str) -> str:
+    """Export ``model``'s tensor-mode forward (its first output tensor) on
+    ``example``'s shape (static) to ``path`` with PyTorch's ONNX exporter;
+    ``model`` must be the plain float32 model.
+
+    Raises:
+        ImportError: ``onnx`` / ``onnxscript`` are missing.
+    """
+    try:
+        import onnx  # noqa: F401
+        import onnxscript  # noqa: F401  (the dynamo exporter needs it)
+    except ImportError as e:
+        raise ImportError(f'ONNX export needs onnx and onnxscript ({e}): '
+                          'pip install onnx onnxscript') from None
+    with torch.no_grad():
+        program = torch.onnx.export(_FirstTensor(model).eval(),
+                                    (example.float(), ), dynamo=True,
+                                    input_names=['images'], verbose=False)
+    program.save(path)
+    return path
+
+
+def build_exported_runtimes(onnx_path: str,
+                            runtimes: Sequence[str] = EXPORT_RUNTIMES,
+                            dtype: str = 'fp32',
+                            threads: Optional[int] = None
+                            ) -> Dict[str, ExportedRuntime]:
+    """The CPU runtimes a deployer would run an exported model with, on one
+    ONNX file (the same graph and weights for each), by label.
+
+    - ONNX Runtime (CPU execution provider, all graph optimisations) in
+      float32: its CPU provider has no bf16 kernels for these graphs;
+    - OpenVINO on ``'CPU'`` with ``INFERENCE_PRECISION_HINT`` ``f32`` for
+      ``dtype='fp32'``, ``bf16`` for ``'bf16'`` (what it picks itself on a
+      CPU with native bf16), ``f16`` for ``'fp16'``; latency hint.
+
+    Both use ``threads`` intra-op threads (default: PyTorch's count).
+
+    Args:
+        onnx_path: The exported model (:func:`export_onnx`).
+        runtimes: Names of :data:`EXPORT_RUNTIMES`.
+        dtype: The benchmark's compute dtype.
+        threads: CPU threads.
+
+    Raises:
+        ImportError: A runtime asked for is not installed (the message says
+            what to install).
+        ValueError: An unknown runtime name.
+    """
+    threads = threads or torch.get_num_threads()
+    bad = [r for r in runtimes if r not in EXPORT_RUNTIMES]
+    if bad:
+        raise ValueError(f'Unknown runtimes {bad}; choose from '
+                         f'{list(EXPORT_RUNTIMES)}.')
+    out = {}
+    if 'onnxruntime' in runtimes:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise ImportError('The ONNX Runtime comparison needs '
+                              'onnxruntime: pip install onnxruntime') from None
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = \
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session = ort.InferenceSession(onnx_path, options,
+                                       providers=['CPUExecutionProvider'])
+        name = session.get_inputs()[0].name
+        out['onnxruntime fp32'] = ExportedRuntime(
+            'onnxruntime', lambda x: session.run(None, {name: x})[0], 'fp32')
+    if 'openvino' in runtimes:
+        try:
+            import openvino as ov
+        except ImportError:
+            raise ImportError('The OpenVINO comparison needs openvino: pip '
+                              'install openvino') from None
+        hint = dict(fp32='f32', bf16='bf16', fp16='f16')[dtype]
+        compiled = ov.Core().compile_model(
+            onnx_path, 'CPU', {
+                'INFERENCE_PRECISION_HINT': hint,
+                'INFERENCE_NUM_THREADS': threads,
+                'PERFORMANCE_HINT': 'LATENCY',
+            })
+        request = compiled.create_infer_request()
+        out[f'openvino {dtype}'] = ExportedRuntime(
+            'openvino', lambda x: request.infer([x])[0], dtype)
+    return out

@@ -14,13 +14,14 @@ import itertools
 import statistics
 import tempfile
 import time
-from typing import Callable, Dict, List, Literal, Optional, Tuple
+from typing import Callable, Dict, List, Literal, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 
-from sapiens_mm.apis.inference import check_batch_size
+from sapiens_mm.apis.inference import check_batch_size, optimize_for_inference
 from sapiens_mm.tasks import DTYPES
+from sapiens_mm.utils.cpu_linear import PackedParameter, packed_weight_bytes
 from sapiens_mm.utils.sdpa import resolve_sdpa_backend, sdpa_backend
 
 from .builders import build_stock_backbone
@@ -36,7 +37,7 @@ from .limit import (
 from .timing import PeakMemory, TimingStats, sync, time_callable
 
 __all__ = ['BENCHMARK_DTYPES', 'COMPILE_MODES', 'Precision',
-           'benchmark_model', 'end_to_end']
+           'benchmark_model', 'end_to_end', 'weight_bytes']
 
 #: Compute dtypes :func:`benchmark_model` times.
 BENCHMARK_DTYPES = ('fp32', 'bf16', 'fp16')
@@ -60,6 +61,21 @@ def _prepare(model: nn.Module, device: torch.device, dtype: torch.dtype,
     if precision == 'cast' and dtype != torch.float32:
         model = model.to(dtype)
     return model
+
+
+def weight_bytes(model: nn.Module) -> Dict[str, int]:
+    """Bytes of ``model``'s weights as it holds them: ``total``, of which
+    ``packed`` are linear weights in their inference form (packed in their
+    compute dtype) and ``other`` every other parameter and buffer (a
+    tensor shared by several modules counted once)."""
+    seen, other = set(), 0
+    for t in itertools.chain(model.parameters(), model.buffers()):
+        if isinstance(t, PackedParameter) or id(t) in seen:
+            continue
+        seen.add(id(t))
+        other += t.numel() * t.element_size()
+    packed = packed_weight_bytes(model)
+    return dict(total=packed + other, packed=packed, other=other)
 
 
 def _forward_fn(model: nn.Module) -> Callable[[torch.Tensor], object]:
@@ -131,7 +147,8 @@ def benchmark_model(model: nn.Module,
                     sdpa: str = 'auto',
                     cuda_graph: bool = False,
                     channels_last: bool = False,
-                    breakdown: bool = False) -> dict:
+                    breakdown: bool = False,
+                    optimized: Sequence[str] = ()) -> dict:
     """Time a model, compute its limit and compare it with other models.
 
     Each of ``repeats`` rounds times our model once, each comparison model
@@ -182,7 +199,15 @@ def benchmark_model(model: nn.Module,
             makes it (:func:`~sapiens_mm.analysis.flops.count_work` with a
             device): where the time goes against the limit's parts. Eager
             models only (not with ``compile`` or ``cuda_graph``).
+        optimized: Labels of ``compare_with`` that are our model built
+            another way (e.g. through the registry,
+            :func:`~sapiens_mm.analysis.builders.build_registry_route`):
+            prepared as ours, and every other comparison is also reported
+            against each of them.
 
+    Our model runs as the inferencers run it: eval mode and, without
+    ``compile``, its CPU linear layers in their inference form in the
+    timed precision (:func:`~sapiens_mm.apis.optimize_for_inference`).
     Comparison models run as built (eager, PyTorch's attention choice,
     contiguous weights), so their speed-ups measure our options too.
 
@@ -204,7 +229,10 @@ def benchmark_model(model: nn.Module,
         ``comparisons`` ({label: ``latency``, ``speedup`` (their median /
         ours), ``min_speedup`` (their min / our min), ``peak_mem``,
         ``max_abs_diff``, the largest absolute difference of the first
-        output tensor, or None when the shapes differ}); with ``breakdown``
+        output tensor, or None when the shapes differ, ``speedup_vs``
+        ({label of ``optimized``: ``speedup`` / ``min_speedup`` against
+        that model instead of ours})}), ``weights`` (bytes of our model's
+        weights as held: :func:`weight_bytes`); with ``breakdown``
         also ``breakdown`` (seconds of the timed pass: ``total``,
         ``matmul``, ``attention``, ``norm`` and ``other``, the rest).
 
@@ -238,6 +266,8 @@ def benchmark_model(model: nn.Module,
     model = _prepare(model, dev, torch_dtype, precision)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
+    if not compile:  # torch.compile traces the plain layers
+        optimize_for_inference(model, torch_dtype)
     in_dtype = torch_dtype if precision == 'cast' else torch.float32
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(batch_size, 3, *img_size, generator=gen).to(
@@ -275,7 +305,10 @@ def benchmark_model(model: nn.Module,
         ours = lambda: forward(x)  # noqa: E731
     runs = {None: ours}  # None: our model
     for label, other in others.items():
-        fwd = runner(_prepare(other, dev, torch_dtype, precision))
+        other = _prepare(other, dev, torch_dtype, precision)
+        if label in optimized:
+            optimize_for_inference(other, torch_dtype)
+        fwd = runner(other)
         runs[label] = lambda fwd=fwd: fwd(x)
         for _ in range(warmup):
             fwd(x)
@@ -347,6 +380,7 @@ def benchmark_model(model: nn.Module,
         round_limit=per_round,
         rates={it: (n, rates[it]) for it, n in work.items.items()},
         peak_mem=peaks[None], base_mem=base, mem_exact=exact,
+        weights=weight_bytes(model),
         options=dict(compile_mode=(compile_mode or 'default') if compile
                      else None, sdpa=sdpa, cuda_graph=cuda_graph,
                      channels_last=channels_last))
@@ -368,6 +402,13 @@ def benchmark_model(model: nn.Module,
             min_speedup=other.min / stats.min, peak_mem=peaks[label],
             max_abs_diff=float((final - theirs).abs().max())
             if theirs.shape == final.shape else None)
+    for label, c in result['comparisons'].items():
+        c['speedup_vs'] = {
+            route: dict(speedup=c['latency'].median /
+                        result['comparisons'][route]['latency'].median,
+                        min_speedup=c['latency'].min /
+                        result['comparisons'][route]['latency'].min)
+            for route in optimized if route != label}
     spreads = {'model latency': stats.spread,
                'limit from each round\'s kernel timings': per_round.spread}
     spreads.update({f'{label} latency': c['latency'].spread

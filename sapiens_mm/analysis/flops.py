@@ -133,8 +133,10 @@ def count_work(model: nn.Module,
         k = mod.in_features
         m = x.numel() // k
         n = mod.out_features
-        add(WorkItem('matmul', (m, k, n), _compute_dtype(x, mod.weight),
-                     2 * m * k * n))
+        # a layer in its inference form computes in its packed dtype
+        dtype = getattr(mod, 'packed_dtype', None) or _compute_dtype(
+            x, mod.weight)
+        add(WorkItem('matmul', (m, k, n), dtype, 2 * m * k * n))
 
     def conv_hook(mod, args, out):
         if device is not None:

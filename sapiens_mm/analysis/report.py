@@ -29,6 +29,19 @@ def _fmt_options(options: dict) -> str:
             f"{'on' if options.get('channels_last') else 'off'}")
 
 
+def _weights_line(result: dict) -> List[str]:
+    """The weights' bytes as the model holds them (beside the peak
+    memory: the rest of the peak is activations, the process's own
+    memory and, in a comparison run, the other models)."""
+    w = result.get('weights')
+    if not w:
+        return []
+    packed = (f"linear weights packed in {result['dtype']} "
+              f"{_fmt_bytes(w['packed'])}, " if w['packed'] else '')
+    return [f"weights             {_fmt_bytes(w['total'])} as held ({packed}"
+            f"other parameters and buffers {_fmt_bytes(w['other'])})"]
+
+
 def format_report(result: dict) -> str:
     """Human-readable lines of a
     :func:`~sapiens_mm.analysis.drivers.benchmark_model` result."""
@@ -47,7 +60,10 @@ def format_report(result: dict) -> str:
         f"({len(lat.times)} runs)",
         f"peak memory         {_fmt_bytes(result['peak_mem'])}"
         f" ({'' if result['mem_exact'] else 'process peak; '}"
-        f"{_fmt_bytes(result['base_mem'])} before the timed runs)",
+        + ('resident set of the process' if result['device'] == 'cpu'
+           else 'allocated on the device')
+        + f"; {_fmt_bytes(result['base_mem'])} before the timed runs)",
+        *_weights_line(result),
         f"FLOPs per batch     {result['flops']['total'] / 1e9:.4g} G "
         f"(matmul {result['flops']['matmul'] / 1e9:.4g} G, attention "
         f"{result['flops']['attention'] / 1e9:.4g} G)",
@@ -110,6 +126,10 @@ def format_report(result: dict) -> str:
             f"(their time / ours; {c['min_speedup']:.3f} from the fastest "
             f"runs), max abs output difference "
             + (f'{diff:.3g}' if diff is not None else 'n/a (shapes differ)'))
+        for route, r in c.get('speedup_vs', {}).items():
+            lines.append(f"{'':<20}against the {route}: speed ratio "
+                         f"{r['speedup']:.3f} ({r['min_speedup']:.3f} from "
+                         'the fastest runs)')
     lines += [f'WARNING: {w}' for w in result.get('warnings', [])]
     return '\n'.join(lines)
 

@@ -16,12 +16,14 @@ from .inference import (
     inference_pipeline,
     init_model,
     load_config,
+    optimize_for_inference,
     set_input_size,
 )
 from .inferencers import DenseInferencer, PoseInferencer, SapiensInferencer
 
 __all__ = [
-    'TASKS', 'init_model', 'load_config', 'task_of_config',
+    'TASKS', 'init_model', 'optimize_for_inference', 'load_config',
+    'task_of_config',
     'dataset_meta_of_config', 'inference_pipeline', 'set_input_size',
     'SapiensInferencer', 'PoseInferencer', 'DenseInferencer'
 ]

@@ -43,13 +43,12 @@ from sapiens_mm.tasks import (
     resolve_dtype,
     task_of_config,
 )
-from sapiens_mm.utils.cpu_allocator import keep_freed_memory
 from sapiens_mm.utils.cpu_features import log_cpu_dtype_advice
 from sapiens_mm.utils.cpu_linear import pack_cpu_linears
 
 __all__ = [
     'TASKS', 'TASK_SCOPES', 'DTYPES', 'Task', 'load_config', 'task_of_config',
-    'init_model', 'dataset_meta_of_config', 'pose_dataset_meta',
+    'init_model', 'optimize_for_inference', 'dataset_meta_of_config', 'pose_dataset_meta',
     'seg_dataset_meta', 'skeleton_name', 'inference_pipeline',
     'find_pipeline_step', 'set_input_size', 'autocast', 'check_batch_size',
     'resolve_device_and_dtype', 'auto_dtype'
@@ -105,12 +104,9 @@ def init_model(config: ConfigType,
         The model in eval mode, with ``model.cfg`` (the config used) and
         ``model.dataset_meta`` (from the checkpoint's ``meta`` when it
         carries one, else from the config; see
-        :func:`dataset_meta_of_config`). Its linear layers run CPU
-        inference on packed weights
-        (:func:`~sapiens_mm.utils.cpu_linear.pack_cpu_linears`; same
-        parameters and state dict). For a CPU model the process's
-        ``malloc`` keeps freed memory for reuse
-        (:func:`~sapiens_mm.utils.cpu_allocator.keep_freed_memory`).
+        :func:`dataset_meta_of_config`). A plain PyTorch model:
+        :func:`optimize_for_inference` gives it the CPU inference form the
+        inferencers run (packed linear weights).
 
     Raises:
         FileNotFoundError: The config or checkpoint does not exist.
@@ -168,10 +164,61 @@ def init_model(config: ConfigType,
     model.cfg = cfg
     model.dataset_meta = dict(meta) if isinstance(
         meta, dict) and meta else dataset_meta_of_config(cfg)
-    pack_cpu_linears(model)
-    model = model.to(device).eval()
-    if torch.device(device).type == 'cpu':
-        keep_freed_memory()
+    return model.to(device).eval()
+
+
+def optimize_for_inference(
+        model: nn.Module,
+        dtype: Union[None, str, torch.dtype] = None) -> nn.Module:
+    """Put ``model`` in eval mode and its CPU linear layers in their
+    inference form, in place: the call that gives a model built any way
+    (:func:`init_model`, ``MODELS.build`` from a config, mmengine's
+    Runner) the speed of the inferencers, which make it themselves.
+
+    Each plain ``nn.Linear`` / mmcv ``Linear`` whose weight is on the CPU
+    gets its weight packed once in oneDNN's GEMM layout, in ``dtype``,
+    replacing the plain weight (no second copy; see
+    :mod:`sapiens_mm.utils.cpu_linear`). The model then runs CPU inference
+    only (autograd, ``torch.compile`` and export need the plain model).
+    Writing a linear weight directly (``.data``, ``copy_``, an optimiser
+    step) raises :class:`~sapiens_mm.utils.cpu_linear.PackedWeightError`;
+    ``load_state_dict`` repacks what it is given; ``state_dict()`` gives
+    the unpacked weights. ``model.train()``, moving or casting the model,
+    or :func:`~sapiens_mm.utils.cpu_linear.unpack_cpu_linears` (which
+    keeps eval mode) converts it back. Layers on another device, and
+    dtypes oneDNN cannot pack on this CPU (bf16 without AVX-512 or
+    AVX-NE-CONVERT), stay plain.
+
+    Example:
+        >>> from mmpose.registry import MODELS
+        >>> model = MODELS.build(cfg.model)
+        >>> model.load_state_dict(state)
+        >>> optimize_for_inference(model)  # float32, packed
+        >>> with torch.inference_mode():
+        ...     out = model(inputs, mode='tensor')
+
+    Args:
+        model: The model (any ``nn.Module``).
+        dtype: The linear layers' compute dtype: the precision the model
+            runs at, e.g. ``'bf16'`` for a float32 model run under
+            ``torch.autocast('cpu', torch.bfloat16)`` (its linear weights
+            are then held in bf16: half the memory; converting back gives
+            the bf16-rounded values). None (default): each weight's own
+            dtype (lossless).
+
+    Returns:
+        ``model`` (the same object).
+
+    Raises:
+        ValueError: An unknown ``dtype`` name.
+    """
+    if dtype is not None:
+        dtype = resolve_dtype(dtype)
+    model.eval()
+    count = pack_cpu_linears(model, dtype)
+    print_log(f'optimize_for_inference: {count} linear layers packed for '
+              'CPU inference' + (f' in {str(dtype)[6:]}' if dtype else ''),
+              logger='current', level=logging.DEBUG)
     return model
 
 

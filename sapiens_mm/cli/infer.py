@@ -336,9 +336,14 @@ def _models(args: argparse.Namespace) -> dict:
 
 def _build_inferencer(args: argparse.Namespace, models: dict,
                       device: Optional[str]):
-    """The inferencer of the parsed options, on ``device``."""
+    """The inferencer of the parsed options, on ``device``; on a CPU this
+    program's ``malloc`` then keeps freed memory for reuse (logged; see
+    :func:`sapiens_mm.utils.cpu_allocator.keep_freed_memory`)."""
+    import torch
+
     from sapiens_mm.apis.inferencers import SapiensInferencer
-    return SapiensInferencer(
+    from sapiens_mm.utils.cpu_allocator import keep_freed_memory
+    inferencer = SapiensInferencer(
         models=models,
         tasks=args.tasks,
         device=device,
@@ -363,6 +368,11 @@ def _build_inferencer(args: argparse.Namespace, models: dict,
         stabilize_matting=args.stabilize_matting,
         stabilize_pointmap_scale=args.stabilize_pointmap_scale,
         whole_image_fallback=not args.no_whole_image_fallback)
+    if device is None:
+        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    if torch.device(device).type == 'cpu':
+        keep_freed_memory()  # a whole program tunes its own process
+    return inferencer
 
 
 def main(argv: Optional[Sequence[str]] = None,

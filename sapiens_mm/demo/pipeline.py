@@ -39,6 +39,7 @@ from mmengine.logging import MMLogger
 from mmengine.runner import Runner
 
 from sapiens_mm.apis.inference import set_input_size
+from sapiens_mm.engine.fileio import ATOMIC_BACKEND
 
 __all__ = [
     'DEMO_TASKS', 'DEMO_CONFIG_NAME', 'DemoMetric', 'DemoSettings',
@@ -287,7 +288,8 @@ def adapt_config(cfg: Config, task: str, data_root: str, work_dir: str,
     cfg.default_hooks.logger = dict(type='LoggerHook', interval=50)
     cfg.default_hooks.checkpoint = dict(
         type='CheckpointHook', by_epoch=False, interval=iters,
-        max_keep_ckpts=1, save_last=True)
+        max_keep_ckpts=1, save_last=True,
+        backend_args=dict(backend=ATOMIC_BACKEND))
     cfg.default_hooks.pop('visualization', None)
     cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]
     # the checkpoint carries this config as data: it runs from the file alone

@@ -14,8 +14,15 @@ come from the heap too) and ``M_TRIM_THRESHOLD`` to its maximum (freed
 heap memory is not handed back), which is how the allocators PyTorch's CPU
 performance guides preload (jemalloc, tcmalloc) behave: from the second
 forward pass on, activations reuse memory the process already has. The
-process keeps its peak memory until it exits. ``init_model`` calls it for
-CPU models; set ``SAPIENS_MM_SYSTEM_MALLOC=1`` to leave ``malloc`` as it is.
+process keeps its peak memory until it exits.
+
+It changes the whole process, so only whole programs call it, and it logs
+that it did: the command line (``python -m sapiens_mm`` /
+``tools/infer.py``), the web demo and the benchmark tools, for CPU runs.
+The library (``import sapiens_mm``, ``init_model``, the inferencers) never
+does; a service that embeds it and wants the speed calls it itself. Set
+``SAPIENS_MM_SYSTEM_MALLOC=1`` to keep ``malloc`` as it is in those
+programs too.
 """
 import ctypes
 import functools
@@ -35,7 +42,8 @@ _INT_MAX = 2**31 - 1
 @functools.lru_cache(maxsize=None)
 def keep_freed_memory() -> bool:
     """Make this process's glibc ``malloc`` keep freed memory for reuse
-    (see the module docstring); once per process, logged.
+    (see the module docstring: for whole programs only); once per process,
+    logged.
 
     Returns:
         Whether it applies: False where the C library is not glibc, where
@@ -55,8 +63,8 @@ def keep_freed_memory() -> bool:
     if not (mallopt(_M_MMAP_MAX, 0) and mallopt(_M_TRIM_THRESHOLD, _INT_MAX)):
         return False
     print_log(
-        'CPU inference: malloc keeps freed memory for reuse (no page faults '
-        'on every large activation; the process keeps its peak memory). Set '
-        'SAPIENS_MM_SYSTEM_MALLOC=1 to turn this off.',
-        logger='current')
+        'This program sets malloc to keep freed memory for reuse (no page '
+        'faults on every large activation of CPU inference; the process '
+        'keeps its peak memory). Set SAPIENS_MM_SYSTEM_MALLOC=1 to turn this '
+        'off.', logger='current')
     return True

@@ -3,8 +3,8 @@ from the metafiles, :mod:`.cards`), their downloads from the Hugging Face
 Hub (:mod:`.hub`), their shipped configs, recognition of checkpoint files by
 name or by weights (:mod:`.model_zoo`), the config a checkpoint carries
 (:mod:`.config_match`), and mmengine's checkpoint schemes (:mod:`.loader`:
-local files and ``hf://``, fetched once per node in distributed jobs by
-:mod:`.dist_fetch`).
+``hf://``, fetched once per node in distributed jobs by :mod:`.dist_fetch`,
+and local files inside :func:`safe_checkpoint_loading`).
 
 The registry (:mod:`.cards`: YAML and the standard library) is imported
 with the package; the other modules, which need torch, when one of their
@@ -27,6 +27,7 @@ _LAZY = {
     'config_match': ('ConfigMismatchError', 'checkpoint_config',
                      'config_mismatches'),
     'dist_fetch': ('fetch_url_on_nodes', ),
+    'loader': ('safe_checkpoint_loading', ),
     'hub': ('CorruptDownloadError', 'GatedModelError', 'HubAnswerError',
             'HubError', 'HubLimits', 'HubTimeoutError',
             'ModelFileMissingError', 'NotCachedError', 'fetch', 'fetch_url',
@@ -60,6 +61,6 @@ __all__ = [
     'model_cards', 'HubError', 'GatedModelError', 'ModelFileMissingError',
     'NotCachedError', 'CorruptDownloadError', 'HubAnswerError',
     'HubTimeoutError', 'HubLimits', 'fetch', 'fetch_url',
-    'fetch_url_on_nodes', 'resolve_checkpoint', 'ConfigMismatchError', 'checkpoint_config',
-    'config_mismatches'
+    'fetch_url_on_nodes', 'resolve_checkpoint', 'ConfigMismatchError',
+    'checkpoint_config', 'config_mismatches', 'safe_checkpoint_loading'
 ]

@@ -530,7 +530,8 @@ def test_help_lists_the_options():
                  '--e2e-config', '--e2e-only', '--e2e-images', '--out-dir',
                  '--layers', '--json', '--compile-mode', '--sdpa-backend',
                  '--cuda-graph', '--channels-last', '--e2e-boxes',
-                 '--e2e-cfg-options', '--e2e-det-interval', '--breakdown'):
+                 '--e2e-cfg-options', '--e2e-det-interval', '--breakdown',
+                 '--compare-routes', '--compare-runtimes', '--system-malloc'):
         assert flag in text, flag
 
 

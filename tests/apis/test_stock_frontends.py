@@ -9,7 +9,9 @@ then run with
 * seg / depth / normal: ``mmseg.apis.init_model`` + ``inference_model`` and
   ``MMSegInferencer``.
 
-The checkpoints carry ``dataset_meta`` (keypoint names, class names and
+The stock calls run inside :func:`sapiens_mm.zoo.safe_checkpoint_loading`
+(mmengine's own loader refuses the Runner's numpy meta). The checkpoints
+carry ``dataset_meta`` (keypoint names, class names and
 palette), so the stock models and visualisers get the right names, and the
 stock predictions equal :class:`~sapiens_mm.apis.SapiensInferencer`'s on
 the same image, box and weights (the same test pipeline and model run in
@@ -30,10 +32,21 @@ from tiny_configs import TINY
 from sapiens_mm.apis import SapiensInferencer
 from sapiens_mm.datasets.metainfo import load_body_part_classes
 from sapiens_mm.datasets.synthetic import write_dataset
+from sapiens_mm.zoo import safe_checkpoint_loading
 
 pytestmark = pytest.mark.slow  # four Runner trainings: about 40 s
 
 GOLIATH_28 = load_body_part_classes('goliath_28')
+
+
+@pytest.fixture(autouse=True)
+def _safe_loading():
+    """The stock front ends read the Runner's checkpoints (numpy arrays in
+    their meta) through sapiens_mm's reader inside
+    ``safe_checkpoint_loading()``, as a user runs them; mmengine's own
+    loader refuses those objects (weights-only unpickling)."""
+    with safe_checkpoint_loading():
+        yield
 BOX = np.array([[10, 8, 80, 110]], np.float32)
 
 

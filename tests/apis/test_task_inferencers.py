@@ -35,6 +35,7 @@ from sapiens_mm.apis import (
 )
 from sapiens_mm.checkpoint.sapiens2_layout import save_official_checkpoint
 from sapiens_mm.utils.image_io import UnreadableImageError
+from sapiens_mm.zoo import safe_checkpoint_loading
 
 BOX = np.array([[10, 8, 80, 110]], np.float32)
 
@@ -118,8 +119,10 @@ def test_pose_equals_stock_mmpose_inference_topdown(checkpoints, pose,
                                                     photo, monkeypatch):
     from mmpose.apis import inference_topdown
     from mmpose.apis import init_model as mmpose_init_model
-    model = mmpose_init_model(str(TINY['pose']), checkpoints['pose'],
-                              device='cpu')
+    # the checkpoint's meta holds numpy arrays: read by sapiens_mm's reader
+    with safe_checkpoint_loading():
+        model = mmpose_init_model(str(TINY['pose']), checkpoints['pose'],
+                                  device='cpu')
     well_posed(model, monkeypatch)
     well_posed(pose.model, monkeypatch)
     (stock, ) = inference_topdown(model, photo, BOX)

@@ -31,6 +31,16 @@ from sapiens_mm.checkpoint import (
     to_official_layout,
 )
 from sapiens_mm.models import Sapiens2VisionTransformer, SapiensVisionTransformer
+from sapiens_mm.zoo import safe_checkpoint_loading
+
+
+@pytest.fixture(autouse=True)
+def _safe_loading():
+    """mmengine's loader (Runner load_from / resume) reads local files
+    through sapiens_mm's reader inside safe_checkpoint_loading(), as
+    tools/train.py and tools/test.py run the Runner."""
+    with safe_checkpoint_loading():
+        yield
 
 
 class Estimator(nn.Module):
@@ -69,7 +79,8 @@ def test_refuses_code_executing_pickle(tmp_path):
     # never suggests allowlisting the code-running callable itself
     assert 'add_trusted_types' not in str(err.value)
     assert not marker.exists()
-    # mmengine's own loader (Runner resume / load_from) is routed here too.
+    # mmengine's own loader (Runner resume / load_from) is routed here too,
+    # inside safe_checkpoint_loading (this module's fixture)
     with pytest.raises(CheckpointTypeError):
         _load_checkpoint(str(path), map_location='cpu')
     assert not marker.exists()

@@ -25,7 +25,9 @@ def test_loading_an_official_checkpoint_leaves_apis_unimported(tmp_path):
         import sapiens_mm
         from mmengine.runner.checkpoint import CheckpointLoader
         from sapiens_mm.checkpoint import get_state_dict, load_file
-        ckpt = CheckpointLoader.load_checkpoint({str(path)!r})
+        from sapiens_mm.zoo import safe_checkpoint_loading
+        with safe_checkpoint_loading():
+            ckpt = CheckpointLoader.load_checkpoint({str(path)!r})
         state = get_state_dict(load_file({str(path)!r}))
         print(json.dumps(dict(
             meta=sorted(ckpt['meta']['dataset_meta']), keys=len(state),

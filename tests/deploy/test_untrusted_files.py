@@ -283,9 +283,13 @@ def test_numpy_object_pointer_gadgets_refused(tmp_path):
     torch.save({'meta': [VoidArrayGadget()]}, array)
     with pytest.raises(CheckpointTypeError, match='forged object pointers'):
         load_file(str(array))
-    # the Runner's --resume / load_from path (mmengine's loader) is the same
+    # the Runner's --resume / load_from path (mmengine's loader inside
+    # safe_checkpoint_loading, as tools/train.py runs it) is the same
     from mmengine.runner.checkpoint import _load_checkpoint
-    with pytest.raises(CheckpointTypeError, match='numpy scalar'):
+
+    from sapiens_mm.zoo import safe_checkpoint_loading
+    with safe_checkpoint_loading(), pytest.raises(CheckpointTypeError,
+                                                  match='numpy scalar'):
         _load_checkpoint(str(path), map_location='cpu')
     # real numpy scalars, including structured ones, still load
     ok = tmp_path / 'ok.pth'

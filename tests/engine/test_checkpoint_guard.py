@@ -12,6 +12,15 @@ from cluster_helpers import ToyData, ToyModel
 from sapiens_mm.checkpoint import load_file
 from sapiens_mm.engine import BestCheckpointGuardHook
 from sapiens_mm.engine.hooks import RUN_ID_KEY
+from sapiens_mm.zoo import safe_checkpoint_loading
+
+
+@pytest.fixture(autouse=True)
+def _safe_loading():
+    """Resuming reads the Runner's checkpoints (message hub objects) through
+    sapiens_mm's reader, as tools/train.py runs the Runner."""
+    with safe_checkpoint_loading():
+        yield
 
 
 def _runner(work_dir, max_epochs, max_keep, load_from=None, guard=True):

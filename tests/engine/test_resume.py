@@ -14,12 +14,24 @@ from cluster_helpers import (finish, logged_scalars, read_losses, run_env,
 
 from sapiens_mm.engine.runner_cfg import build_train_cfg
 from sapiens_mm.checkpoint import load_file
-from sapiens_mm.engine import (AtomicLocalBackend, atomic_path, atomic_write,
+from sapiens_mm.engine import (ATOMIC_BACKEND, AtomicLocalBackend,
+                               atomic_path, atomic_write,
                                find_resumable_checkpoint,
                                is_complete_checkpoint,
                                remove_stale_temp_files)
 
 ITERS_PER_EPOCH = 4  # 8 samples, batch 2
+
+
+@pytest.fixture(autouse=True)
+def _safe_loading():
+    """Resuming in this process reads the Runner's checkpoints (message hub
+    objects) through sapiens_mm's reader, as tools/train.py runs the
+    Runner."""
+    from sapiens_mm.zoo import safe_checkpoint_loading
+    with safe_checkpoint_loading():
+        yield
+
 KILL_AT = 7  # iteration 3 of epoch 2: after epoch_1.pth, mid-epoch
 
 
@@ -130,7 +142,11 @@ def _save_and_crash(path: str, phase: str) -> None:
     just before the rename (``'replace'``). Never returns."""
     from mmengine.fileio import get_file_backend
     from mmengine.runner.checkpoint import save_checkpoint
-    assert type(get_file_backend(path)) is AtomicLocalBackend
+
+    # what the shipped configs' CheckpointHook (and tools/train.py) pass
+    backend_args = dict(backend=ATOMIC_BACKEND)
+    assert type(get_file_backend(
+        path, backend_args=backend_args)) is AtomicLocalBackend
     checkpoint = {'state_dict': {'w': torch.full((256, 256), 2.0)},
                   'meta': {'epoch': 2}}
     if phase == 'write':
@@ -158,7 +174,7 @@ def _save_and_crash(path: str, phase: str) -> None:
         os.fdopen = lambda *a, **k: HalfFile(real_fdopen(*a, **k))
     else:
         os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
-    save_checkpoint(checkpoint, path)
+    save_checkpoint(checkpoint, path, backend_args=backend_args)
     os._exit(3)  # not reached: the save must have been killed
 
 

@@ -1,7 +1,8 @@
 """Official Sapiens checkpoints carry no ``dataset_meta`` (Sapiens2's
-safetensors no ``meta`` at all). Read through mmengine's loader, which
-sapiens_mm routes through its safe reader, they get the metadata of their
-shipped config, so the stock front ends name the body parts instead of
+safetensors no ``meta`` at all). Read through mmengine's loader inside
+:func:`sapiens_mm.zoo.safe_checkpoint_loading` (which routes local files
+through sapiens_mm's safe reader), they get the metadata of their shipped
+config, so the stock front ends name the body parts instead of
 falling back to Cityscapes (``MMSegInferencer``) or failing on the missing
 ``meta`` (``mmseg.apis.init_model``).
 
@@ -20,6 +21,13 @@ from tiny_configs import ROOT, TINY
 
 from sapiens_mm.apis import init_model
 from sapiens_mm.checkpoint.safetensors_io import save_safetensors
+from sapiens_mm.zoo import safe_checkpoint_loading
+
+
+@pytest.fixture(autouse=True)
+def _safe_loading():
+    with safe_checkpoint_loading():
+        yield
 
 
 def load(path):

@@ -1,16 +1,21 @@
 """Speed of a Sapiens model against the limit of this machine.
 
     python tools/analysis/benchmark.py --arch sapiens_0.3b --compare-stock
+    python tools/analysis/benchmark.py --arch sapiens2_0.4b --dtype bf16 \
+        --autocast --compare-routes --compare-transformers \
+        --compare-runtimes
     python tools/analysis/benchmark.py --arch sapiens_0.3b --end-to-end photos/
     python tools/analysis/benchmark.py --decode
 
 The measuring is :mod:`sapiens_mm.analysis` (it returns data); this
 tool parses the command line, prints the reports and writes ``--json``.
-See ``--help``.
+See ``--help``. As a whole program it sets ``malloc`` to keep freed memory
+on a CPU, as the command line does (``--system-malloc`` leaves it).
 """
 import argparse
 import json
 import os
+import os.path as osp
 import shutil
 import sys
 import tempfile
@@ -24,10 +29,15 @@ import sapiens_mm  # noqa: F401  (registers the models)
 from sapiens_mm.analysis import (
     BENCHMARK_DTYPES,
     COMPILE_MODES,
+    EXPORT_RUNTIMES,
+    backbone_config,
     benchmark_decode,
     benchmark_model,
     build_backbone,
+    build_exported_runtimes,
+    build_registry_route,
     build_transformers_sapiens2,
+    export_onnx,
     end_to_end,
     format_decode,
     format_end_to_end,
@@ -42,6 +52,7 @@ from sapiens_mm.models.backbones import (
     Sapiens2VisionTransformer,
     SapiensVisionTransformer,
 )
+from sapiens_mm.utils.cpu_allocator import keep_freed_memory
 from sapiens_mm.utils.image_io import list_images
 from sapiens_mm.utils.sdpa import SDPA_BACKENDS
 from sapiens_mm.zoo.model_zoo import config_root
@@ -67,6 +78,9 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             '--dtype bf16 --compare-stock\n'
             '  python tools/analysis/benchmark.py --arch sapiens2_0.4b '
             '--dtype bf16 --compare-stock\n'
+            '  python tools/analysis/benchmark.py --arch sapiens2_0.4b '
+            '--dtype bf16 --autocast --compare-routes '
+            '--compare-transformers --compare-runtimes\n'
             '  python tools/analysis/benchmark.py --arch sapiens_0.3b '
             '--end-to-end photos/\n'
             '  python tools/analysis/benchmark.py --config '
@@ -140,6 +154,23 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
                    'interleaved rounds; print the speed ratio and the max '
                    'output difference (its RoPE is float32, ours the '
                    'official bf16: ~1e-3 relative)')
+    p.add_argument('--compare-routes', action='store_true',
+                   help='also time the same model built through the '
+                   'registry (MODELS.build from its config, as mmengine\'s '
+                   'Runner and tools/test.py build it; same weights, the '
+                   'same optimize_for_inference call), and report every '
+                   'comparison against it too')
+    p.add_argument('--compare-runtimes', nargs='*', default=None,
+                   choices=EXPORT_RUNTIMES, metavar='RUNTIME',
+                   help='also time the model exported to ONNX (float32, '
+                   'static shape) and run by these CPU runtimes on the same '
+                   'weights: onnxruntime (float32) and openvino (in the '
+                   '--dtype precision; pip install openvino); default both')
+    p.add_argument('--system-malloc', action='store_true',
+                   help='leave malloc as the process has it (by default, on '
+                   'a CPU, this program makes malloc keep freed memory, as '
+                   'the inference command line does; a library user\'s '
+                   'process has the system setting)')
     p.add_argument('--peak-tflops', type=float, default=None,
                    help='GPU peak TFLOP/s for the dtype (default: a table '
                    'of known GPUs, e.g. H100/H200 SXM 989, A100 312)')
@@ -272,6 +303,11 @@ def main(argv: Optional[Sequence[str]] = None,
     if args.threads:
         torch.set_num_threads(args.threads)
     device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    if torch.device(device).type == 'cpu':
+        kept = not args.system_malloc and keep_freed_memory()
+        echo('malloc: ' + ('keeps freed memory (this program\'s setting, as '
+                           'the inference command line\'s)' if kept else
+                           'the system setting'))
     if args.decode:
         try:
             sizes = [tuple(int(v) for v in s.lower().split('x'))
@@ -298,7 +334,11 @@ def main(argv: Optional[Sequence[str]] = None,
         raise SystemExit('--breakdown times each call of the eager model: '
                          'leave out --compile / --compile-mode / '
                          '--cuda-graph.')
-    model = None
+    if args.compare_runtimes is not None and not str(device).startswith(
+            'cpu'):
+        raise SystemExit('--compare-runtimes times CPU runtimes: use '
+                         '--device cpu.')
+    model = backbone_cfg = None
     if args.config:
         if not args.e2e_only:
             model = init_model(args.config, args.checkpoint)
@@ -313,6 +353,8 @@ def main(argv: Optional[Sequence[str]] = None,
                 f'{sorted(SapiensVisionTransformer.arch_zoo)} or '
                 f'{sorted(Sapiens2VisionTransformer.arch_zoo)}.')
         if not args.e2e_only:
+            backbone_cfg = backbone_config(args.arch, tuple(args.img_size),
+                                           num_layers=args.layers)
             model = build_backbone(args.arch, tuple(args.img_size),
                                    num_layers=args.layers)
     what = args.config or args.arch + (f' ({args.layers} layers)'
@@ -320,23 +362,44 @@ def main(argv: Optional[Sequence[str]] = None,
     results = dict(model=what)
     if not args.e2e_only:
         echo(f'== {what}')
-        compare = None
+        compare, optimized = {}, []
+        if args.compare_routes:
+            compare['registry route'] = build_registry_route(model,
+                                                             backbone_cfg)
+            optimized.append('registry route')
         if args.compare_transformers:
             try:
-                compare = dict(
-                    transformers=build_transformers_sapiens2(model))
+                compare['transformers'] = build_transformers_sapiens2(model)
             except (ImportError, TypeError) as e:
                 raise SystemExit(str(e)) from None
-        result = benchmark_model(
-            model, batch_size=args.batch_size,
-            img_size=tuple(args.img_size), dtype=args.dtype,
-            precision='autocast' if args.autocast else 'cast',
-            device=device, warmup=args.warmup, repeats=args.repeats,
-            compile=args.compile, compare_stock=args.compare_stock,
-            compare_with=compare,
-            peak_tflops=args.peak_tflops, compile_mode=args.compile_mode,
-            sdpa=args.sdpa_backend, cuda_graph=args.cuda_graph,
-            channels_last=args.channels_last, breakdown=args.breakdown)
+        onnx_dir = None
+        if args.compare_runtimes is not None:
+            onnx_dir = tempfile.mkdtemp(prefix='sapiens_benchmark_onnx_')
+            example = torch.zeros(args.batch_size, 3, *args.img_size)
+            try:
+                path = export_onnx(model, example,
+                                   osp.join(onnx_dir, 'model.onnx'))
+                compare.update(build_exported_runtimes(
+                    path, args.compare_runtimes or EXPORT_RUNTIMES,
+                    args.dtype))
+            except ImportError as e:
+                shutil.rmtree(onnx_dir, ignore_errors=True)
+                raise SystemExit(str(e)) from None
+        try:
+            result = benchmark_model(
+                model, batch_size=args.batch_size,
+                img_size=tuple(args.img_size), dtype=args.dtype,
+                precision='autocast' if args.autocast else 'cast',
+                device=device, warmup=args.warmup, repeats=args.repeats,
+                compile=args.compile, compare_stock=args.compare_stock,
+                compare_with=compare, optimized=optimized,
+                peak_tflops=args.peak_tflops,
+                compile_mode=args.compile_mode, sdpa=args.sdpa_backend,
+                cuda_graph=args.cuda_graph,
+                channels_last=args.channels_last, breakdown=args.breakdown)
+        finally:
+            if onnx_dir:
+                shutil.rmtree(onnx_dir, ignore_errors=True)
         echo(format_report(result))
         results['model_only'] = result_to_json(result)
     del model

@@ -18,6 +18,7 @@ from mmengine.registry import DefaultScope
 from sapiens_mm.datasets.dataset_meta import dataset_meta_of_config
 from sapiens_mm.deploy.runtime import ExportedModel, is_exported_model
 from sapiens_mm.tasks import TASK_SCOPES, task_of_config
+from sapiens_mm.utils.cpu_linear import unpack_cpu_linears
 from sapiens_mm.utils.image_io import UnreadableImageError
 from sapiens_mm.utils.upstream_warnings import quiet_upstream_warnings
 from sapiens_mm.zoo import SapiensModelInfo
@@ -28,6 +29,7 @@ from ..inference import (
     inference_pipeline,
     init_model,
     load_config,
+    optimize_for_inference,
     resolve_device_and_dtype,
 )
 from .model_spec import registry_weights_mismatch, resolve_model
@@ -178,7 +180,7 @@ UnreadableImageError` naming the file. Videos and webcams are for
             self._init_exported(cfg)
         else:
             try:
-                self.model = init_model(cfg, weights, self.device)
+                model = init_model(cfg, weights, self.device)
             except RuntimeError:
                 # a registry model whose weights do not fit its config: the
                 # options that differ and how to pass a config, not a wall
@@ -191,6 +193,9 @@ UnreadableImageError` naming the file. Videos and webcams are for
                 if mismatch is None:
                     raise
                 raise mismatch from None
+            # CPU linear layers in their inference form, packed in the
+            # precision the model runs at
+            self.model = optimize_for_inference(model, self.dtype)
             self.cfg = self.model.cfg
             self.dataset_meta: dict = self.model.dataset_meta
             # Under bf16 / fp16 autocast the head output is cast back to
@@ -483,4 +488,5 @@ UnreadableImageError` naming the file. Videos and webcams are for
         if self.exported:
             raise ValueError(f'{self.checkpoint} is an exported model: it '
                              'cannot be compiled; use compile=False.')
+        unpack_cpu_linears(self.model)  # torch.compile traces plain layers
         self.model.backbone.compile()

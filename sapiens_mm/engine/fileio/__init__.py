@@ -1,7 +1,8 @@
-from .atomic_local_backend import (AtomicLocalBackend, atomic_path,
-                                   atomic_write,
+from .atomic_local_backend import (ATOMIC_BACKEND, AtomicLocalBackend,
+                                   atomic_path, atomic_write,
                                    ensure_writable_dir, register_atomic_backend,
-                                   remove_stale_temp_files)
+                                   remove_stale_temp_files,
+                                   use_atomic_checkpoints)
 from .resumable_checkpoint import (check_resumable,
                                    find_resumable_checkpoint,
                                    is_complete_checkpoint)
@@ -9,8 +10,8 @@ from .resumable_checkpoint import (check_resumable,
 register_atomic_backend()
 
 __all__ = [
-    'AtomicLocalBackend', 'atomic_path', 'atomic_write',
-    'register_atomic_backend',
+    'ATOMIC_BACKEND', 'AtomicLocalBackend', 'atomic_path', 'atomic_write',
+    'register_atomic_backend', 'use_atomic_checkpoints',
     'remove_stale_temp_files', 'ensure_writable_dir',
     'find_resumable_checkpoint', 'is_complete_checkpoint', 'check_resumable'
 ]

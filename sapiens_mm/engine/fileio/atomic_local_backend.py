@@ -8,9 +8,13 @@ flushes and ``fsync``\\ s it, then ``os.replace``\\ s it onto the target and
 ``fsync``\\ s the folder: readers see either the old file or the complete new
 one, never a partial one.
 
-Importing :mod:`sapiens_mm` registers it as mmengine's ``'local'`` backend
-(the one used for paths without a ``scheme://`` prefix), so the Runner's
-``CheckpointHook`` and ``mmengine.dump`` write atomically.
+Importing :mod:`sapiens_mm` registers it with mmengine under its own name,
+:data:`ATOMIC_BACKEND` (no URI prefix): mmengine's ``'local'`` backend, the
+one every other write of the process goes through, stays mmengine's. The
+project's configs select it for their checkpoints
+(``default_hooks.checkpoint.backend_args``), and ``tools/train.py`` for a
+config whose ``CheckpointHook`` names no backend
+(:func:`use_atomic_checkpoints`).
 """
 import contextlib
 import errno
@@ -21,13 +25,20 @@ import secrets
 from pathlib import Path
 from typing import Iterator, List, Union
 
+from mmengine.config import Config
 from mmengine.fileio import LocalBackend, register_backend
+from mmengine.fileio.backends import backends as mmengine_backends
 from mmengine.logging import print_log
 
 __all__ = [
-    'AtomicLocalBackend', 'atomic_path', 'atomic_write',
-    'register_atomic_backend', 'remove_stale_temp_files', 'ensure_writable_dir'
+    'ATOMIC_BACKEND', 'AtomicLocalBackend', 'atomic_path', 'atomic_write',
+    'register_atomic_backend', 'use_atomic_checkpoints',
+    'remove_stale_temp_files', 'ensure_writable_dir'
 ]
+
+#: The name :class:`AtomicLocalBackend` is registered under in mmengine's
+#: file backends: ``backend_args=dict(backend=ATOMIC_BACKEND)``.
+ATOMIC_BACKEND = 'sapiens_atomic_local'
 
 #: ``.<name>.tmp<pid>_<8 hex>``: the temporary files of :func:`atomic_path`
 #: (and so of :func:`atomic_write`).
@@ -179,9 +190,36 @@ class AtomicLocalBackend(LocalBackend):
 
 
 def register_atomic_backend() -> None:
-    """Make :class:`AtomicLocalBackend` mmengine's backend for local paths
-    (name ``'local'``, prefix ``''``). Called on ``import sapiens_mm``."""
-    register_backend('local', AtomicLocalBackend, force=True, prefixes='')
+    """Register :class:`AtomicLocalBackend` in mmengine's file backends as
+    :data:`ATOMIC_BACKEND`, with no URI prefix: it is used only where
+    ``backend_args`` names it. Called on ``import sapiens_mm``; a name
+    already taken is left to its owner (logged)."""
+    current = mmengine_backends.get(ATOMIC_BACKEND)
+    if current is AtomicLocalBackend:
+        return
+    if current is not None:
+        print_log(f'mmengine file backend {ATOMIC_BACKEND!r} is already '
+                  f'registered ({current.__name__}); sapiens_mm leaves it.',
+                  logger='current', level=30)
+        return
+    register_backend(ATOMIC_BACKEND, AtomicLocalBackend)
+
+
+def use_atomic_checkpoints(cfg: Config) -> bool:
+    """Make the ``CheckpointHook`` of ``cfg`` write through
+    :class:`AtomicLocalBackend` when it names no backend of its own
+    (neither ``backend_args`` nor ``file_client_args``); in place.
+
+    Returns:
+        Whether the config was changed.
+    """
+    hooks = cfg.get('default_hooks') or {}
+    hook = hooks.get('checkpoint')
+    if not hook or hook.get('backend_args') is not None or \
+            hook.get('file_client_args') is not None:
+        return False
+    hook['backend_args'] = dict(backend=ATOMIC_BACKEND)
+    return True
 
 
 def _pid_alive(pid: int) -> bool:

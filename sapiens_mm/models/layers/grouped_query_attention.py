@@ -92,8 +92,8 @@ class GroupedQueryAttention(nn.Module):
             rope: ``(sin, cos)`` (N_patch, head_dims) for the last N_patch
                 tokens, or None for no RoPE.
             residual: (B, N, C) added to the output, or None. Given, the
-                LayerScale and the add run in the output projection's GEMM
-                where it is packed
+                LayerScale and the add run in one pass after the output
+                projection's GEMM, in the GEMM itself without a LayerScale
                 (:func:`sapiens_mm.utils.cpu_linear.fused_linear`).
 
         Returns:

@@ -73,8 +73,9 @@ class Sapiens2TransformerBlock(nn.Module):
         if self.training:  # stochastic depth acts on the branches
             x = x + self.drop_path(self.attn(self.ln1(x), rope))
             return x + self.drop_path(self.ffn(self.ln2(x)))
-        # The same sums with SwiGLU's gate, the LayerScale and the residual
-        # adds in the GEMMs (packed CPU inference), PyTorch's ops
+        # The same sums with SwiGLU's gate and the FFN's residual add in
+        # the GEMMs, the LayerScale with the attention's residual add in one
+        # pass (linear layers in their inference form), PyTorch's ops
         # elsewhere: see sapiens_mm.utils.cpu_linear.fused_linear. The FFN
         # is built with no norm, LayerScale or dropout between its GEMMs.
         x = self.attn(self.ln1(x), rope, residual=x)
