@@ -51,17 +51,22 @@ repositories), ``HF_HUB_OFFLINE`` (use the cache only).
 names the blob after the ETag of its own metadata request without checking
 it and has no overall time or size limit (see docs/design.md).
 """
+import collections
 import contextlib
 import fnmatch
 import hashlib
+import importlib.util
 import json
 import logging
 import math
 import os
 import os.path as osp
+import queue
 import re
 import shutil
 import socket
+import stat
+import subprocess
 import sys
 import threading
 import time
@@ -69,7 +74,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from mmengine.logging import print_log
 
@@ -117,6 +122,21 @@ _STALLS = 3
 #: Seconds without a write after which another host's temporary download
 #: file is a leftover.
 _STALE_AFTER = 3600
+#: A Xet hash (``X-Xet-Hash``), as ``huggingface_hub`` accepts it.
+_XET_HASH = re.compile(r'[0-9a-fA-F]{64}')
+#: A Xet access token: visible ASCII (it goes into an HTTP header).
+_XET_TOKEN = re.compile(r'[\x21-\x7e]{1,16384}')
+#: What ``hf_xet`` may write beside the file it fetches (its logs).
+_XET_BESIDE_MAX = 64 << 20
+#: Seconds between the parent's looks at a Xet transfer.
+_XET_POLL = 0.05
+#: Seconds a Xet child process lives past its transfer's limit before it
+#: ends itself (its parent kills it at the limit).
+_XET_GRACE = 10.0
+#: Runs a file as a script without its folder or the working folder on
+#: ``sys.path`` (``-P`` does this from Python 3.11 on).
+_SCRIPT = ('import runpy, sys; del sys.path[0]; '
+           'runpy.run_path(sys.argv[1], run_name="__main__")')
 
 
 class HubError(RuntimeError):
@@ -190,12 +210,16 @@ class HubLimits:
         return self.timeout + size / self.min_speed
 
 
+def _env_flag(*names: str) -> bool:
+    """Whether the first of the variables ``names`` that is set (read now)
+    says yes, as ``huggingface_hub`` reads its flags."""
+    value = next((os.environ[n] for n in names if n in os.environ), '')
+    return value.strip().upper() in ('1', 'ON', 'YES', 'TRUE')
+
+
 def is_offline() -> bool:
     """Whether ``HF_HUB_OFFLINE`` (read now) forbids network access."""
-    value = os.environ.get('HF_HUB_OFFLINE')
-    if value is None:
-        value = os.environ.get('TRANSFORMERS_OFFLINE', '')
-    return value.strip().upper() in ('1', 'ON', 'YES', 'TRUE')
+    return _env_flag('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE')
 
 
 def hub_cache_dir() -> str:
@@ -593,12 +617,27 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _last_write(path: Path) -> float:
+    """The newest modification time of ``path`` and, for a folder (a Xet
+    transfer's), of what it holds (links not followed)."""
+    newest = path.lstat().st_mtime
+    if stat.S_ISDIR(path.lstat().st_mode):
+        for folder, _, files in os.walk(path):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    newest = max(newest, os.lstat(osp.join(folder,
+                                                           name)).st_mtime)
+    return newest
+
+
 def _remove_leftovers(blob: Path) -> None:
-    """Remove the temporary files of downloads of ``blob`` that ended
-    without cleaning up: of this host's dead processes, or untouched for an
-    hour (a live transfer writes at least every ``timeout`` seconds)."""
+    """Remove the temporary files (and Xet transfer folders) of downloads
+    of ``blob`` that ended without cleaning up: of this host's dead
+    processes, or untouched for an hour (a live HTTP transfer writes at
+    least every ``timeout`` seconds, ``hf_xet`` at least every five
+    minutes)."""
     ours = re.compile(re.escape(blob.name) +
-                      r'\.[0-9a-f]{8}\.(\d+)@([\w-]+)\.incomplete')
+                      r'\.[0-9a-f]{8}\.(\d+)@([\w-]+)(\.xet)?\.incomplete')
     host = _host()
     for path in blob.parent.glob(f'{blob.name}*.incomplete'):
         m = ours.fullmatch(path.name)
@@ -606,8 +645,12 @@ def _remove_leftovers(blob: Path) -> None:
             if m is not None and m.group(2) == host:
                 dead = not _alive(int(m.group(1)))
             else:
-                dead = time.time() - path.lstat().st_mtime > _STALE_AFTER
-            if dead:
+                dead = time.time() - _last_write(path) > _STALE_AFTER
+            if not dead:
+                continue
+            if stat.S_ISDIR(path.lstat().st_mode):  # never through a link
+                shutil.rmtree(path)
+            else:
                 path.unlink()
         except OSError:  # gone meanwhile, or not ours to remove
             pass
@@ -755,12 +798,319 @@ def _transfer(url: str, tmp: Path, size: int, digests: _Digests,
                     'Check the network / HF_ENDPOINT and try again.')
 
 
+def _file_mismatch(path: Path, size: int, etag: str,
+                   listed_sha256: Optional[str]) -> Optional[str]:
+    """Why the file ``path`` (written by another process) is not the
+    expected file, or None."""
+    info = path.lstat()
+    if not stat.S_ISREG(info.st_mode):
+        return 'not a regular file'
+    if info.st_size != size:
+        return f'{info.st_size} bytes instead of {size}'
+    digests = _Digests(size, etag)
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 22), b''):
+            digests.update(block)
+    return digests.mismatch(listed_sha256)
+
+
+# ---------------------------------------------------------------------------
+# Xet-backed files through hf_xet, in a child process
+
+
+class _XetUnusable(Exception):
+    """The Xet route cannot fetch this file (the reason, one line); the
+    file is fetched over HTTP instead."""
+
+
+@dataclass(frozen=True)
+class _XetFile:
+    """A Xet-backed file: its Xet hash and the endpoint's route for an
+    access token at the file's commit."""
+    file_hash: str
+    token_url: str
+
+
+@dataclass(frozen=True)
+class _XetAccess:
+    """A CAS server and its access token, checked."""
+    cas_url: str
+    token: str
+    expiry: int
+
+
+def _xet_file(meta, repo_id: str, commit: str, endpoint: str,
+              target: _Target) -> Optional[_XetFile]:
+    """The Xet route of a metadata answer, or None for HTTP: ``hf_xet``
+    is installed (and ``HF_HUB_DISABLE_XET`` unset) and the answer names a
+    Xet file (``X-Xet-Hash`` and its token route, which
+    ``get_hf_file_metadata`` parses). The token is asked for at the
+    endpoint's own route for the checked commit, never at a URL the server
+    names."""
+    data = getattr(meta, 'xet_file_data', None)
+    if data is None or _env_flag('HF_HUB_DISABLE_XET'):
+        return None
+    try:
+        if importlib.util.find_spec('hf_xet') is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    file_hash = data.file_hash
+    if not (isinstance(file_hash, str) and _XET_HASH.fullmatch(file_hash)):
+        _xet_fallback(target, f'its Xet hash (X-Xet-Hash) {_shown(file_hash)}'
+                      ' is not 64 hexadecimal digits')
+        return None
+    return _XetFile(file_hash,
+                    f'{endpoint}/api/models/{repo_id}/xet-read-token/{commit}')
+
+
+def _xet_fallback(target: _Target, reason: str) -> None:
+    print_log(f'{target.what}: not fetched through hf_xet ({reason}); '
+              'downloading it over HTTP.', logger='current',
+              level=logging.WARNING)
+
+
+def _cas_problem(url, endpoint: str) -> Optional[str]:
+    """Why ``url`` is not a CAS server address to use, or None: an
+    ``https`` URL with a host (``http`` only when the endpoint is), never a
+    local scheme."""
+    if not (isinstance(url, str) and _XET_TOKEN.fullmatch(url)
+            and len(url) <= 2048):
+        return f'a CAS address {_shown(url)} that is not a URL'
+    allowed = ('https', ) if urlsplit(endpoint).scheme == 'https' else (
+        'https', 'http')
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in allowed and bool(parts.hostname) and \
+            parts.username is None and parts.password is None
+        parts.port  # noqa: B018 (raises on a malformed port)
+    except ValueError:
+        ok = False
+    return None if ok else (f'a CAS address {_shown(url)} that is not an '
+                            f'{" or ".join(allowed)} URL of a host')
+
+
+def _xet_access(xet: _XetFile, endpoint: str, target: _Target,
+                limits: HubLimits) -> _XetAccess:
+    """The CAS server and access token from the endpoint's token route
+    (``X-Xet-Cas-Url``, ``X-Xet-Access-Token``, ``X-Xet-Token-Expiration``,
+    as ``huggingface_hub`` reads them), within ``limits.timeout``.
+
+    Raises:
+        HubTimeoutError: The answer did not come in time.
+        _XetUnusable: An error answer, or one that is not usable.
+    """
+    deadline = time.monotonic() + limits.timeout
+    try:
+        response = _get(xet.token_url, _headers(), deadline, target,
+                        limits.timeout, limits.timeout)
+    except HubTimeoutError:
+        raise
+    except Exception as e:  # noqa: BLE001 (any failure: HTTP instead)
+        detail = ' '.join(str(e).split())
+        detail = detail[len(target.what) + 2:] if detail.startswith(
+            target.what + ': ') else f'{type(e).__name__}: {detail}'
+        raise _XetUnusable(f'its Xet token request failed: {detail[:300]}')
+    response.close()  # the answer is in the headers
+    headers = response.headers
+    cas_url = headers.get('X-Xet-Cas-Url')
+    token = headers.get('X-Xet-Access-Token')
+    expiry = headers.get('X-Xet-Token-Expiration')
+    problem = _cas_problem(cas_url, endpoint)
+    if problem is None and not (isinstance(token, str)
+                                and _XET_TOKEN.fullmatch(token)):
+        problem = 'no usable Xet access token'
+    if problem is None and not (isinstance(expiry, str) and re.fullmatch(
+            r'\d{1,12}', expiry.strip())):
+        problem = f'a token expiration {_shown(expiry)} that is not a time'
+    if problem is not None:
+        raise _XetUnusable(f'its Xet token answer has {problem}')
+    return _XetAccess(cas_url, token, int(expiry))
+
+
+def _sizes(folder: Path, dest: Path) -> Tuple[int, int]:
+    """``(size of dest, size of everything else under folder)``, in bytes
+    (apparent sizes: a write far past the end counts)."""
+    written = beside = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = osp.join(root, name)
+            with contextlib.suppress(OSError):
+                size = os.lstat(path).st_size
+                if path == str(dest):
+                    written = size
+                else:
+                    beside += size
+    return written, beside
+
+
+def _read_lines(stream, into: 'queue.Queue') -> None:
+    """Put the JSON messages of ``stream`` into ``into``, then None."""
+    try:
+        for line in iter(lambda: stream.readline(1 << 16), b''):
+            with contextlib.suppress(ValueError):
+                message = json.loads(line)
+                if isinstance(message, dict):
+                    into.put(message)
+    finally:
+        into.put(None)
+
+
+def _xet_transfer(xet: _XetFile, access: _XetAccess, folder: Path,
+                  size: int, target: _Target, limits: HubLimits) -> Path:
+    """Fetch the file with ``hf_xet`` into ``folder/file``: in a child
+    process (:mod:`sapiens_mm.zoo.xet_child`) that is killed when the
+    transfer passes ``limits.transfer_seconds(size)`` or writes more than
+    ``size`` bytes (or ``hf_xet`` more than :data:`_XET_BESIDE_MAX` of its
+    own files, which go to ``folder/xet``). Its progress moves
+    ``huggingface_hub``'s progress bar.
+
+    Returns:
+        The file written (not yet checked).
+
+    Raises:
+        HubTimeoutError, HubAnswerError: A limit was passed (the child was
+            killed).
+        _XetUnusable: ``hf_xet`` does not import or failed.
+    """
+    from huggingface_hub.utils import tqdm
+    dest = folder / 'file'
+    limit = limits.transfer_seconds(size)
+    request = dict(
+        cas_url=access.cas_url, token=access.token,
+        token_expiry=access.expiry, token_refresh_url=xet.token_url,
+        token_refresh_headers=_headers(),
+        headers={k: v for k, v in _headers().items()
+                 if k.lower() != 'authorization'},
+        hash=xet.file_hash, size=size, dest=str(dest),
+        seconds=limit + _XET_GRACE)
+    env = dict(os.environ, HF_XET_CACHE=str(folder / 'xet'))
+    deadline = time.monotonic() + limit
+    child = subprocess.Popen(
+        [sys.executable, '-c', _SCRIPT,
+         str(Path(__file__).with_name('xet_child.py'))],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, cwd=folder, env=env)
+    messages: 'queue.Queue' = queue.Queue()
+    errors: collections.deque = collections.deque(maxlen=20)
+    readers = [
+        threading.Thread(target=_read_lines, args=(child.stdout, messages),
+                         daemon=True),
+        threading.Thread(target=lambda: errors.extend(
+            iter(lambda: child.stderr.readline(1 << 12), b'')), daemon=True)
+    ]
+    for reader in readers:
+        reader.start()
+    outcome: dict = {}
+    try:
+        child.stdin.write(json.dumps(request).encode() + b'\n')
+        child.stdin.flush()
+        with tqdm(total=size, unit='B', unit_scale=True, unit_divisor=1024,
+                  leave=False, desc=Path(target.filename).name[-40:],
+                  name='huggingface_hub.xet_get') as bar:
+            ended = False
+            while not (ended and child.poll() is not None):
+                try:
+                    message = messages.get(timeout=_XET_POLL)
+                except queue.Empty:
+                    message = {}
+                if message is None:
+                    ended = True
+                elif isinstance(message.get('bytes'), int):
+                    bar.update(max(0, min(message['bytes'], size) - bar.n))
+                else:
+                    outcome.update(message)
+                written, beside = _sizes(folder, dest)
+                if written > size:
+                    raise target.refused(
+                        f'more bytes than the {size} it announced (the Xet '
+                        'download was cut and discarded)')
+                if beside > _XET_BESIDE_MAX:
+                    raise target.refused(
+                        f'hf_xet wrote more than {_XET_BESIDE_MAX >> 20} MiB '
+                        'of its own files for it (the Xet download was cut '
+                        'and discarded)')
+                if time.monotonic() > deadline:
+                    raise target.timeout(limit)
+    except BrokenPipeError:  # the child ended before it read the request
+        pass
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        for reader in readers:
+            reader.join(timeout=1)
+        for stream in (child.stdin, child.stdout, child.stderr):
+            with contextlib.suppress(OSError):
+                stream.close()
+    if outcome.get('done') and child.returncode == 0:
+        return dest
+    if 'unavailable' in outcome:
+        raise _XetUnusable('hf_xet does not import in a child process: '
+                           f'{outcome["unavailable"]}')
+    if 'error' in outcome:
+        raise _XetUnusable(f'hf_xet failed: {outcome["error"]}')
+    last = errors[-1].decode(errors='replace').strip() if errors else ''
+    raise _XetUnusable(f'the hf_xet process ended with exit code '
+                       f'{child.returncode}' + (f': {last[:300]}'
+                                                if last else ''))
+
+
+# ---------------------------------------------------------------------------
+# into the cache
+
+
+def _via_http(url: str, blob: Path, name: str, size: int, etag: str,
+              listed_sha256: Optional[str], target: _Target,
+              limits: HubLimits) -> Optional[str]:
+    """Download ``url`` into the temporary file ``<name>.incomplete``
+    beside ``blob`` and rename it to ``blob`` when it is the file; else the
+    reason (the file is discarded)."""
+    tmp = blob.with_name(f'{name}.incomplete')
+    digests = _Digests(size, etag)
+    try:
+        _transfer(url, tmp, size, digests, target, limits)
+        problem = digests.mismatch(listed_sha256)
+        if problem is None:
+            os.replace(tmp, blob)
+        return problem
+    finally:
+        if osp.lexists(tmp):
+            os.remove(tmp)
+
+
+def _via_xet(xet: _XetFile, endpoint: str, blob: Path, name: str, size: int,
+             etag: str, listed_sha256: Optional[str], target: _Target,
+             limits: HubLimits) -> Optional[str]:
+    """Fetch the file with ``hf_xet`` into the new folder
+    ``<name>.xet.incomplete`` beside ``blob`` and rename it to ``blob``
+    when it is the file; else the reason (the folder is removed).
+
+    Raises:
+        _XetUnusable: Not fetched through ``hf_xet``; use HTTP.
+    """
+    access = _xet_access(xet, endpoint, target, limits)
+    folder = blob.with_name(f'{name}.xet.incomplete')
+    folder.mkdir(mode=0o700)  # new: never a planted folder or link
+    try:
+        dest = _xet_transfer(xet, access, folder, size, target, limits)
+        problem = _file_mismatch(dest, size, etag, listed_sha256)
+        if problem is None:
+            os.replace(dest, blob)
+        return problem
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _fetch_blob(url: str, blob: Path, size: int, etag: str,
                 listed: Optional[HubFile], target: _Target,
-                limits: HubLimits) -> None:
-    """Make ``blob`` the checked file: downloaded into a temporary file of
-    this process, checked, then renamed over ``blob`` (a corrupt download
-    is discarded and tried once more)."""
+                limits: HubLimits, xet: Optional[_XetFile] = None,
+                endpoint: str = DEFAULT_ENDPOINT) -> None:
+    """Make ``blob`` the checked file: fetched into a temporary file of
+    this process (through ``hf_xet`` first when ``xet`` is given), checked,
+    then renamed over ``blob``. A corrupt download is discarded and
+    downloaded once more over HTTP; a Xet transfer that cannot be made
+    falls back to HTTP at once; a limit passed ends it all."""
     blob.parent.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(blob)
     lock = blob.with_name(f'{etag}.lock')  # in the repository's folder
@@ -770,21 +1120,24 @@ def _fetch_blob(url: str, blob: Path, size: int, etag: str,
         for attempt in (1, 2):
             if blob.is_file() and blob.stat().st_size == size:
                 return  # another job finished it meanwhile
-            tmp = blob.with_name(f'{etag}.{uuid.uuid4().hex[:8]}.'
-                                 f'{os.getpid()}@{_host()}.incomplete')
-            digests = _Digests(size, etag)
-            try:
-                _transfer(url, tmp, size, digests, target, limits)
-                problem = digests.mismatch(listed_sha)
-                if problem is None:
-                    os.replace(tmp, blob)
-                    return
-            finally:
-                if osp.lexists(tmp):
-                    os.remove(tmp)
-            print_log(f'{target.what}: the download is corrupt ({problem}); '
-                      'discarded' + ('; downloading it again.'
-                                     if attempt == 1 else '.'),
+            name = f'{etag}.{uuid.uuid4().hex[:8]}.{os.getpid()}@{_host()}'
+            via_xet = attempt == 1 and xet is not None
+            if via_xet:
+                try:
+                    problem = _via_xet(xet, endpoint, blob, name, size, etag,
+                                       listed_sha, target, limits)
+                except _XetUnusable as e:
+                    _xet_fallback(target, str(e))
+                    via_xet = False
+            if not via_xet:
+                problem = _via_http(url, blob, name, size, etag, listed_sha,
+                                    target, limits)
+            if problem is None:
+                return
+            again = '' if attempt == 2 else '; downloading it again' + (
+                ' over HTTP' if via_xet else '')
+            print_log(f'{target.what}: the {"Xet " if via_xet else ""}'
+                      f'download is corrupt ({problem}); discarded{again}.',
                       logger='current', level=logging.WARNING)
     raise CorruptDownloadError(
         f'{target.what}: the download is corrupt twice ({problem}); it was '
@@ -858,7 +1211,9 @@ def _download(repo_id: str, revision: str, filename: str,
         try:
             _fetch_blob(hf_hub_url(repo_id, filename, revision=commit,
                                    endpoint=endpoint), blob, size, etag,
-                        listed, target, limits)
+                        listed, target, limits,
+                        _xet_file(meta, repo_id, commit, endpoint, target),
+                        endpoint)
         except (HubError, OSError):
             raise
         except Exception as e:  # noqa: BLE001 (every Hub error: a line)

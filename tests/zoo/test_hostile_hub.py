@@ -5,9 +5,7 @@ longer than announced, answers that never end. Each attack must leave every
 file outside the repository's cache folder as it was, leave nothing partial
 behind, and end in one line within the time limit; through the command
 lines too (one line on stderr, exit code 1)."""
-import hashlib
 import os
-import stat
 import subprocess
 import sys
 import time
@@ -16,7 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from fake_hub import FakeHub
+from fake_hub import FakeHub, tree
 
 from sapiens_mm.zoo.cards import find_card
 from sapiens_mm.zoo.hub import (
@@ -41,27 +39,6 @@ BOUND = 15.0
 #: folders (the probe's values).
 ETAG = '../../../../x/victim'
 COMMIT = '../../x/DIR'
-
-
-def tree(root: Path, skip: Path) -> dict:
-    """Every entry under ``root`` but ``skip``: type, mode, link target,
-    content hash."""
-    state = {}
-    for folder, dirs, files in os.walk(root):
-        if Path(folder) == skip or skip in Path(folder).parents:
-            continue
-        for name in dirs + files:
-            path = Path(folder) / name
-            if path == skip:
-                continue
-            st = path.lstat()
-            entry = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode))
-            if path.is_symlink():
-                entry += (os.readlink(path), )
-            elif path.is_file():
-                entry += (hashlib.sha256(path.read_bytes()).hexdigest(), )
-            state[str(path.relative_to(root))] = entry
-    return state
 
 
 @pytest.fixture
