@@ -8,7 +8,8 @@ checkpoint (a path, a registry name or alias, a repository id, an
 The Hugging Face environment variables are honoured when each call is made:
 ``HF_HOME`` / ``HF_HUB_CACHE`` (where files are cached, shared with every
 other Hugging Face tool), ``HF_ENDPOINT`` (a mirror), ``HF_TOKEN`` (gated
-repositories), ``HF_HUB_OFFLINE`` (use the cache only).
+repositories), ``HF_HUB_OFFLINE`` (use the cache only),
+``HF_HUB_DISABLE_XET`` (never use ``hf_xet``).
 
 - One download per file per machine: a file already in the cache for the
   card's revision is used without contacting the Hub (``check_remote=True``,
@@ -32,16 +33,32 @@ repositories), ``HF_HUB_OFFLINE`` (use the cache only).
   locks each check their own copy and swap it in atomically (a lock file
   beside the blob avoids duplicate downloads where locks work). Nothing
   is written outside the repository's folder of the cache. A corrupt
-  download is tried once more, then refused.
+  download is tried once more (over HTTP), then refused.
+- A file the server names as Xet-backed (``X-Xet-Hash``) is fetched with
+  ``hf_xet`` when it is installed, in a child process
+  (:mod:`sapiens_mm.zoo.xet_child`) that is killed when it passes the
+  file's time limit or writes more than the announced size; the CAS
+  address and access token come from the endpoint's own token route for
+  the checked commit and are checked (an ``https`` URL, ``http`` only for
+  an ``http`` endpoint; never ``hf_xet``'s local scheme). The child writes
+  into a new folder of this process beside the blob, ``hf_xet``'s own
+  files (``HF_XET_CACHE``) included, and the file enters the cache only
+  after the same size and hash checks. A Xet route that cannot be used (a
+  malformed Xet answer, no token, ``hf_xet`` failing or missing in the
+  child) falls back to HTTP with a logged line; a limit passed ends the
+  download with its one-line error, without a retry.
 - Limits (:class:`HubLimits`; ``SAPIENS_MM_HUB_TIMEOUT``,
-  ``SAPIENS_MM_HUB_MIN_SPEED``): a metadata or listing request ends within
-  ``timeout`` seconds, headers and body together; a file of S bytes within
-  ``timeout + S / min_speed``; a listing is at most 64 MiB.
+  ``SAPIENS_MM_HUB_MIN_SPEED``): a metadata, listing or Xet token request
+  ends within ``timeout`` seconds, headers and body together; a file of S
+  bytes within ``timeout + S / min_speed``, over HTTP or through
+  ``hf_xet``; a listing is at most 64 MiB.
 - A connection that drops is resumed at once with an HTTP range request
   (given up after three attempts in a row without a new byte); a download
   whose process was killed starts again in the next run, which removes the
   leftover.
-- The licence of a model is logged when it is first downloaded.
+- The licence of a model is logged when it is first downloaded; the
+  transfer shows ``huggingface_hub``'s progress bar (a Xet child reports
+  its progress to it).
 - Every failure is one line that says what to do: a gated repository, an
   unknown name (with the closest names), a file missing from the repository,
   offline without the file in the cache, a corrupt download, a server
@@ -49,7 +66,8 @@ repositories), ``HF_HUB_OFFLINE`` (use the cache only).
 
 ``huggingface_hub``'s ``hf_hub_download`` is not used for the transfer: it
 names the blob after the ETag of its own metadata request without checking
-it and has no overall time or size limit (see docs/design.md).
+it and has no overall time or size limit, over HTTP or in ``hf_xet`` (see
+docs/design.md).
 """
 import collections
 import contextlib
@@ -825,9 +843,10 @@ class _XetUnusable(Exception):
 
 @dataclass(frozen=True)
 class _XetFile:
-    """A Xet-backed file: its Xet hash and the endpoint's route for an
-    access token at the file's commit."""
+    """A Xet-backed file: its Xet hash, the Hub endpoint and the endpoint's
+    route for an access token at the file's commit."""
     file_hash: str
+    endpoint: str
     token_url: str
 
 
@@ -860,7 +879,7 @@ def _xet_file(meta, repo_id: str, commit: str, endpoint: str,
         _xet_fallback(target, f'its Xet hash (X-Xet-Hash) {_shown(file_hash)}'
                       ' is not 64 hexadecimal digits')
         return None
-    return _XetFile(file_hash,
+    return _XetFile(file_hash, endpoint,
                     f'{endpoint}/api/models/{repo_id}/xet-read-token/{commit}')
 
 
@@ -890,7 +909,7 @@ def _cas_problem(url, endpoint: str) -> Optional[str]:
                             f'{" or ".join(allowed)} URL of a host')
 
 
-def _xet_access(xet: _XetFile, endpoint: str, target: _Target,
+def _xet_access(xet: _XetFile, target: _Target,
                 limits: HubLimits) -> _XetAccess:
     """The CAS server and access token from the endpoint's token route
     (``X-Xet-Cas-Url``, ``X-Xet-Access-Token``, ``X-Xet-Token-Expiration``,
@@ -916,7 +935,7 @@ def _xet_access(xet: _XetFile, endpoint: str, target: _Target,
     cas_url = headers.get('X-Xet-Cas-Url')
     token = headers.get('X-Xet-Access-Token')
     expiry = headers.get('X-Xet-Token-Expiration')
-    problem = _cas_problem(cas_url, endpoint)
+    problem = _cas_problem(cas_url, xet.endpoint)
     if problem is None and not (isinstance(token, str)
                                 and _XET_TOKEN.fullmatch(token)):
         problem = 'no usable Xet access token'
@@ -973,24 +992,30 @@ def _xet_transfer(xet: _XetFile, access: _XetAccess, folder: Path,
             killed).
         _XetUnusable: ``hf_xet`` does not import or failed.
     """
-    from huggingface_hub.utils import tqdm
+    from huggingface_hub.utils import build_hf_headers, tqdm
     dest = folder / 'file'
     limit = limits.transfer_seconds(size)
+    headers = build_hf_headers()  # as huggingface_hub's own xet_get sends
     request = dict(
         cas_url=access.cas_url, token=access.token,
         token_expiry=access.expiry, token_refresh_url=xet.token_url,
-        token_refresh_headers=_headers(),
-        headers={k: v for k, v in _headers().items()
+        token_refresh_headers=headers,
+        headers={k: v for k, v in headers.items()
                  if k.lower() != 'authorization'},
         hash=xet.file_hash, size=size, dest=str(dest),
         seconds=limit + _XET_GRACE)
     env = dict(os.environ, HF_XET_CACHE=str(folder / 'xet'))
     deadline = time.monotonic() + limit
-    child = subprocess.Popen(
-        [sys.executable, '-c', _SCRIPT,
-         str(Path(__file__).with_name('xet_child.py'))],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, cwd=folder, env=env)
+    try:
+        if not sys.executable:
+            raise OSError('no Python executable (sys.executable is empty)')
+        child = subprocess.Popen(
+            [sys.executable, '-c', _SCRIPT,
+             str(Path(__file__).with_name('xet_child.py'))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=folder, env=env)
+    except OSError as e:
+        raise _XetUnusable(f'no child process could be started: {e}')
     messages: 'queue.Queue' = queue.Queue()
     errors: collections.deque = collections.deque(maxlen=20)
     readers = [
@@ -1003,8 +1028,9 @@ def _xet_transfer(xet: _XetFile, access: _XetAccess, folder: Path,
         reader.start()
     outcome: dict = {}
     try:
-        child.stdin.write(json.dumps(request).encode() + b'\n')
-        child.stdin.flush()
+        with contextlib.suppress(BrokenPipeError):  # it ended: see below
+            child.stdin.write(json.dumps(request).encode() + b'\n')
+            child.stdin.flush()
         with tqdm(total=size, unit='B', unit_scale=True, unit_divisor=1024,
                   leave=False, desc=Path(target.filename).name[-40:],
                   name='huggingface_hub.xet_get') as bar:
@@ -1032,8 +1058,6 @@ def _xet_transfer(xet: _XetFile, access: _XetAccess, folder: Path,
                         'and discarded)')
                 if time.monotonic() > deadline:
                     raise target.timeout(limit)
-    except BrokenPipeError:  # the child ended before it read the request
-        pass
     finally:
         if child.poll() is None:
             child.kill()
@@ -1079,8 +1103,8 @@ def _via_http(url: str, blob: Path, name: str, size: int, etag: str,
             os.remove(tmp)
 
 
-def _via_xet(xet: _XetFile, endpoint: str, blob: Path, name: str, size: int,
-             etag: str, listed_sha256: Optional[str], target: _Target,
+def _via_xet(xet: _XetFile, blob: Path, name: str, size: int, etag: str,
+             listed_sha256: Optional[str], target: _Target,
              limits: HubLimits) -> Optional[str]:
     """Fetch the file with ``hf_xet`` into the new folder
     ``<name>.xet.incomplete`` beside ``blob`` and rename it to ``blob``
@@ -1089,7 +1113,7 @@ def _via_xet(xet: _XetFile, endpoint: str, blob: Path, name: str, size: int,
     Raises:
         _XetUnusable: Not fetched through ``hf_xet``; use HTTP.
     """
-    access = _xet_access(xet, endpoint, target, limits)
+    access = _xet_access(xet, target, limits)
     folder = blob.with_name(f'{name}.xet.incomplete')
     folder.mkdir(mode=0o700)  # new: never a planted folder or link
     try:
@@ -1104,8 +1128,7 @@ def _via_xet(xet: _XetFile, endpoint: str, blob: Path, name: str, size: int,
 
 def _fetch_blob(url: str, blob: Path, size: int, etag: str,
                 listed: Optional[HubFile], target: _Target,
-                limits: HubLimits, xet: Optional[_XetFile] = None,
-                endpoint: str = DEFAULT_ENDPOINT) -> None:
+                limits: HubLimits, xet: Optional[_XetFile] = None) -> None:
     """Make ``blob`` the checked file: fetched into a temporary file of
     this process (through ``hf_xet`` first when ``xet`` is given), checked,
     then renamed over ``blob``. A corrupt download is discarded and
@@ -1124,7 +1147,7 @@ def _fetch_blob(url: str, blob: Path, size: int, etag: str,
             via_xet = attempt == 1 and xet is not None
             if via_xet:
                 try:
-                    problem = _via_xet(xet, endpoint, blob, name, size, etag,
+                    problem = _via_xet(xet, blob, name, size, etag,
                                        listed_sha, target, limits)
                 except _XetUnusable as e:
                     _xet_fallback(target, str(e))
@@ -1212,8 +1235,7 @@ def _download(repo_id: str, revision: str, filename: str,
             _fetch_blob(hf_hub_url(repo_id, filename, revision=commit,
                                    endpoint=endpoint), blob, size, etag,
                         listed, target, limits,
-                        _xet_file(meta, repo_id, commit, endpoint, target),
-                        endpoint)
+                        _xet_file(meta, repo_id, commit, endpoint, target))
         except (HubError, OSError):
             raise
         except Exception as e:  # noqa: BLE001 (every Hub error: a line)
