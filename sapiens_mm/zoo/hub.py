@@ -444,13 +444,13 @@ def _chunks(response, deadline: float, target: _Target,
 
 
 def _get(url: str, headers: dict, deadline: float, target: _Target,
-         limit: float, silence: float):
+         limit: float, silence: float, check: bool = True):
     """A streamed GET of ``url`` (redirects followed; ``huggingface_hub``'s
     HTTP client drops the token for another host) whose headers arrived
     before ``deadline`` (``limit`` seconds after the start, for the
     message), each socket read waiting at most ``silence`` seconds; an
     error status raised as the one-line :class:`HubError` of
-    ``huggingface_hub``'s error type."""
+    ``huggingface_hub``'s error type (``check=False``: returned)."""
     from huggingface_hub import get_session, hf_raise_for_status
     session = get_session()
     request = session.build_request(
@@ -459,7 +459,7 @@ def _get(url: str, headers: dict, deadline: float, target: _Target,
     response = _before(
         deadline, target, limit,
         lambda: session.send(request, stream=True, follow_redirects=True))
-    if response.status_code < 400:
+    if response.status_code < 400 or not check:
         return response
     try:  # read the message of the error, a bounded part of it
         body = bytearray()
@@ -922,15 +922,16 @@ def _xet_access(xet: _XetFile, target: _Target,
     deadline = time.monotonic() + limits.timeout
     try:
         response = _get(xet.token_url, _headers(), deadline, target,
-                        limits.timeout, limits.timeout)
+                        limits.timeout, limits.timeout, check=False)
     except HubTimeoutError:
         raise
     except Exception as e:  # noqa: BLE001 (any failure: HTTP instead)
-        detail = ' '.join(str(e).split())
-        detail = detail[len(target.what) + 2:] if detail.startswith(
-            target.what + ': ') else f'{type(e).__name__}: {detail}'
-        raise _XetUnusable(f'its Xet token request failed: {detail[:300]}')
+        detail = ' '.join(f'{type(e).__name__}: {e}'.split())
+        raise _XetUnusable(f'its Xet token request failed ({detail[:200]})')
     response.close()  # the answer is in the headers
+    if response.status_code >= 400:
+        raise _XetUnusable('its Xet token route answered HTTP '
+                           f'{response.status_code}')
     headers = response.headers
     cas_url = headers.get('X-Xet-Cas-Url')
     token = headers.get('X-Xet-Access-Token')

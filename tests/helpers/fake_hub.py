@@ -402,14 +402,21 @@ class FakeHub:
         except OSError:  # the client closed the connection
             pass
 
-    def _xet_token(self, h, repo_id: str) -> None:
+    def _repo_refused(self, h, repo_id: str) -> bool:
+        """Answer 401 for a gated repository without the token, 404 for an
+        unknown one; whether it did."""
         if self._refused(h, repo_id):
-            return self._error(h, 401, 'GatedRepo',
-                               f'Access to model {repo_id} is restricted.',
-                               repo_id)
-        if repo_id not in self.repos:
-            return self._error(h, 404, 'RepoNotFound',
-                               'Repository not found')
+            self._error(h, 401, 'GatedRepo',
+                        f'Access to model {repo_id} is restricted.', repo_id)
+        elif repo_id not in self.repos:
+            self._error(h, 404, 'RepoNotFound', 'Repository not found')
+        else:
+            return False
+        return True
+
+    def _xet_token(self, h, repo_id: str) -> None:
+        if self._repo_refused(h, repo_id):
+            return
         answer = {'X-Xet-Cas-Url': self.endpoint,
                   'X-Xet-Access-Token': self.xet_access_token(repo_id),
                   'X-Xet-Token-Expiration': str(int(time.time()) + 3600)}
@@ -472,13 +479,8 @@ class FakeHub:
                 self._drip(h, b'HTTP/1.1 200 OK\r\n' * 10000, interval)
             h.close_connection = True
             return
-        if self._refused(h, repo_id):
-            return self._error(h, 401, 'GatedRepo',
-                               f'Access to model {repo_id} is restricted.',
-                               repo_id)
-        if repo_id not in self.repos:
-            return self._error(h, 404, 'RepoNotFound',
-                               'Repository not found')
+        if self._repo_refused(h, repo_id):
+            return
         siblings = []
         for name, data in sorted(self.repos[repo_id].items()):
             sha = self.listed.get((repo_id, name),

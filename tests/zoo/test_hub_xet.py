@@ -279,7 +279,7 @@ FALLBACKS = {
              "X-Xet-Hash) '../../x' is not 64 hexadecimal digits"),
     # a mirror without the token route
     'no token route': (lambda w, m: w.xet_token.update(status=404),
-                       'its Xet token request failed'),
+                       'its Xet token route answered HTTP 404'),
     # hf_xet's local CAS scheme: a folder as storage
     'local CAS': (lambda w, m: w.xet_token.update(
         {'X-Xet-Cas-Url': 'local:///tmp/x'}),
