@@ -142,8 +142,9 @@ _STALLS = 3
 _STALE_AFTER = 3600
 #: A Xet hash (``X-Xet-Hash``), as ``huggingface_hub`` accepts it.
 _XET_HASH = re.compile(r'[0-9a-fA-F]{64}')
-#: A Xet access token: visible ASCII (it goes into an HTTP header).
-_XET_TOKEN = re.compile(r'[\x21-\x7e]{1,16384}')
+#: Visible ASCII without spaces: a Xet access token or CAS address (they
+#: go into HTTP requests).
+_VISIBLE = re.compile(r'[\x21-\x7e]{1,16384}')
 #: What ``hf_xet`` may write beside the file it fetches (its logs).
 _XET_BESIDE_MAX = 64 << 20
 #: Seconds between the parent's looks at a Xet transfer.
@@ -151,9 +152,9 @@ _XET_POLL = 0.05
 #: Seconds a Xet child process lives past its transfer's limit before it
 #: ends itself (its parent kills it at the limit).
 _XET_GRACE = 10.0
-#: Runs a file as a script without its folder or the working folder on
-#: ``sys.path`` (``-P`` does this from Python 3.11 on).
-_SCRIPT = ('import runpy, sys; del sys.path[0]; '
+#: Runs a file as a script without its folder or the working folder
+#: (``''``) on ``sys.path`` (``-P`` does this from Python 3.11 on).
+_SCRIPT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
            'runpy.run_path(sys.argv[1], run_name="__main__")')
 
 
@@ -893,7 +894,7 @@ def _cas_problem(url, endpoint: str) -> Optional[str]:
     """Why ``url`` is not a CAS server address to use, or None: an
     ``https`` URL with a host (``http`` only when the endpoint is), never a
     local scheme."""
-    if not (isinstance(url, str) and _XET_TOKEN.fullmatch(url)
+    if not (isinstance(url, str) and _VISIBLE.fullmatch(url)
             and len(url) <= 2048):
         return f'a CAS address {_shown(url)} that is not a URL'
     allowed = ('https', ) if urlsplit(endpoint).scheme == 'https' else (
@@ -938,7 +939,7 @@ def _xet_access(xet: _XetFile, target: _Target,
     expiry = headers.get('X-Xet-Token-Expiration')
     problem = _cas_problem(cas_url, xet.endpoint)
     if problem is None and not (isinstance(token, str)
-                                and _XET_TOKEN.fullmatch(token)):
+                                and _VISIBLE.fullmatch(token)):
         problem = 'no usable Xet access token'
     if problem is None and not (isinstance(expiry, str) and re.fullmatch(
             r'\d{1,12}', expiry.strip())):
