@@ -37,9 +37,10 @@ server (`HF_ENDPOINT`) sends is checked before it names a file, and every
 request has a time limit (`SAPIENS_MM_HUB_TIMEOUT`,
 `SAPIENS_MM_HUB_MIN_SPEED`; see [security](security.md)); a cache shared by
 jobs on a network file system and `hf://` in multi-node jobs: see
-[scale](scale.md). Files are fetched over HTTP even from Xet-backed
-repositories (as huggingface_hub does without `hf_xet`), because `hf_xet`'s
-transfers cannot be bounded in size and time ([design](design.md)). The
+[scale](scale.md). Files of Xet-backed repositories go through `hf_xet`
+when it is installed, in a child process bounded by the same limits, with
+HTTP as the fallback (`HF_HUB_DISABLE_XET=1` always uses HTTP;
+[design](design.md)). The
 shipped `model-index.yml` is OpenMMLab's format:
 `mim download sapiens_mm --config NAME --dest DIR` (openmim, installed
 sapiens_mm; not an editable checkout, whose configs mim cannot locate)

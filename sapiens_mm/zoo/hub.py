@@ -8,7 +8,8 @@ checkpoint (a path, a registry name or alias, a repository id, an
 The Hugging Face environment variables are honoured when each call is made:
 ``HF_HOME`` / ``HF_HUB_CACHE`` (where files are cached, shared with every
 other Hugging Face tool), ``HF_ENDPOINT`` (a mirror), ``HF_TOKEN`` (gated
-repositories), ``HF_HUB_OFFLINE`` (use the cache only).
+repositories), ``HF_HUB_OFFLINE`` (use the cache only),
+``HF_HUB_DISABLE_XET`` (never use ``hf_xet``).
 
 - One download per file per machine: a file already in the cache for the
   card's revision is used without contacting the Hub (``check_remote=True``,
@@ -32,16 +33,32 @@ repositories), ``HF_HUB_OFFLINE`` (use the cache only).
   locks each check their own copy and swap it in atomically (a lock file
   beside the blob avoids duplicate downloads where locks work). Nothing
   is written outside the repository's folder of the cache. A corrupt
-  download is tried once more, then refused.
+  download is tried once more (over HTTP), then refused.
+- A file the server names as Xet-backed (``X-Xet-Hash``) is fetched with
+  ``hf_xet`` when it is installed, in a child process
+  (:mod:`sapiens_mm.zoo.xet_child`) that is killed when it passes the
+  file's time limit or writes more than the announced size; the CAS
+  address and access token come from the endpoint's own token route for
+  the checked commit and are checked (an ``https`` URL, ``http`` only for
+  an ``http`` endpoint; never ``hf_xet``'s local scheme). The child writes
+  into a new folder of this process beside the blob, ``hf_xet``'s own
+  files (``HF_XET_CACHE``) included, and the file enters the cache only
+  after the same size and hash checks. A Xet route that cannot be used (a
+  malformed Xet answer, no token, ``hf_xet`` failing or missing in the
+  child) falls back to HTTP with a logged line; a limit passed ends the
+  download with its one-line error, without a retry.
 - Limits (:class:`HubLimits`; ``SAPIENS_MM_HUB_TIMEOUT``,
-  ``SAPIENS_MM_HUB_MIN_SPEED``): a metadata or listing request ends within
-  ``timeout`` seconds, headers and body together; a file of S bytes within
-  ``timeout + S / min_speed``; a listing is at most 64 MiB.
+  ``SAPIENS_MM_HUB_MIN_SPEED``): a metadata, listing or Xet token request
+  ends within ``timeout`` seconds, headers and body together; a file of S
+  bytes within ``timeout + S / min_speed``, over HTTP or through
+  ``hf_xet``; a listing is at most 64 MiB.
 - A connection that drops is resumed at once with an HTTP range request
   (given up after three attempts in a row without a new byte); a download
   whose process was killed starts again in the next run, which removes the
   leftover.
-- The licence of a model is logged when it is first downloaded.
+- The licence of a model is logged when it is first downloaded; the
+  transfer shows ``huggingface_hub``'s progress bar (a Xet child reports
+  its progress to it).
 - Every failure is one line that says what to do: a gated repository, an
   unknown name (with the closest names), a file missing from the repository,
   offline without the file in the cache, a corrupt download, a server
@@ -49,19 +66,25 @@ repositories), ``HF_HUB_OFFLINE`` (use the cache only).
 
 ``huggingface_hub``'s ``hf_hub_download`` is not used for the transfer: it
 names the blob after the ETag of its own metadata request without checking
-it and has no overall time or size limit (see docs/design.md).
+it and has no overall time or size limit, over HTTP or in ``hf_xet`` (see
+docs/design.md).
 """
+import collections
 import contextlib
 import fnmatch
 import hashlib
+import importlib.util
 import json
 import logging
 import math
 import os
 import os.path as osp
+import queue
 import re
 import shutil
 import socket
+import stat
+import subprocess
 import sys
 import threading
 import time
@@ -69,7 +92,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from mmengine.logging import print_log
 
@@ -117,6 +140,22 @@ _STALLS = 3
 #: Seconds without a write after which another host's temporary download
 #: file is a leftover.
 _STALE_AFTER = 3600
+#: A Xet hash (``X-Xet-Hash``), as ``huggingface_hub`` accepts it.
+_XET_HASH = re.compile(r'[0-9a-fA-F]{64}')
+#: Visible ASCII without spaces: a Xet access token or CAS address (they
+#: go into HTTP requests).
+_VISIBLE = re.compile(r'[\x21-\x7e]{1,16384}')
+#: What ``hf_xet`` may write beside the file it fetches (its logs).
+_XET_BESIDE_MAX = 64 << 20
+#: Seconds between the parent's looks at a Xet transfer.
+_XET_POLL = 0.05
+#: Seconds a Xet child process lives past its transfer's limit before it
+#: ends itself (its parent kills it at the limit).
+_XET_GRACE = 10.0
+#: Runs a file as a script without its folder or the working folder
+#: (``''``) on ``sys.path`` (``-P`` does this from Python 3.11 on).
+_SCRIPT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
+           'runpy.run_path(sys.argv[1], run_name="__main__")')
 
 
 class HubError(RuntimeError):
@@ -190,12 +229,16 @@ class HubLimits:
         return self.timeout + size / self.min_speed
 
 
+def _env_flag(*names: str) -> bool:
+    """Whether the first of the variables ``names`` that is set (read now)
+    says yes, as ``huggingface_hub`` reads its flags."""
+    value = next((os.environ[n] for n in names if n in os.environ), '')
+    return value.strip().upper() in ('1', 'ON', 'YES', 'TRUE')
+
+
 def is_offline() -> bool:
     """Whether ``HF_HUB_OFFLINE`` (read now) forbids network access."""
-    value = os.environ.get('HF_HUB_OFFLINE')
-    if value is None:
-        value = os.environ.get('TRANSFORMERS_OFFLINE', '')
-    return value.strip().upper() in ('1', 'ON', 'YES', 'TRUE')
+    return _env_flag('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE')
 
 
 def hub_cache_dir() -> str:
@@ -402,13 +445,13 @@ def _chunks(response, deadline: float, target: _Target,
 
 
 def _get(url: str, headers: dict, deadline: float, target: _Target,
-         limit: float, silence: float):
+         limit: float, silence: float, check: bool = True):
     """A streamed GET of ``url`` (redirects followed; ``huggingface_hub``'s
     HTTP client drops the token for another host) whose headers arrived
     before ``deadline`` (``limit`` seconds after the start, for the
     message), each socket read waiting at most ``silence`` seconds; an
     error status raised as the one-line :class:`HubError` of
-    ``huggingface_hub``'s error type."""
+    ``huggingface_hub``'s error type (``check=False``: returned)."""
     from huggingface_hub import get_session, hf_raise_for_status
     session = get_session()
     request = session.build_request(
@@ -417,7 +460,7 @@ def _get(url: str, headers: dict, deadline: float, target: _Target,
     response = _before(
         deadline, target, limit,
         lambda: session.send(request, stream=True, follow_redirects=True))
-    if response.status_code < 400:
+    if response.status_code < 400 or not check:
         return response
     try:  # read the message of the error, a bounded part of it
         body = bytearray()
@@ -593,12 +636,27 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _last_write(path: Path) -> float:
+    """The newest modification time of ``path`` and, for a folder (a Xet
+    transfer's), of what it holds (links not followed)."""
+    newest = path.lstat().st_mtime
+    if stat.S_ISDIR(path.lstat().st_mode):
+        for folder, _, files in os.walk(path):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    newest = max(newest, os.lstat(osp.join(folder,
+                                                           name)).st_mtime)
+    return newest
+
+
 def _remove_leftovers(blob: Path) -> None:
-    """Remove the temporary files of downloads of ``blob`` that ended
-    without cleaning up: of this host's dead processes, or untouched for an
-    hour (a live transfer writes at least every ``timeout`` seconds)."""
+    """Remove the temporary files (and Xet transfer folders) of downloads
+    of ``blob`` that ended without cleaning up: of this host's dead
+    processes, or untouched for an hour (a live HTTP transfer writes at
+    least every ``timeout`` seconds, ``hf_xet`` at least every five
+    minutes)."""
     ours = re.compile(re.escape(blob.name) +
-                      r'\.[0-9a-f]{8}\.(\d+)@([\w-]+)\.incomplete')
+                      r'\.[0-9a-f]{8}\.(\d+)@([\w-]+)(\.xet)?\.incomplete')
     host = _host()
     for path in blob.parent.glob(f'{blob.name}*.incomplete'):
         m = ours.fullmatch(path.name)
@@ -606,8 +664,12 @@ def _remove_leftovers(blob: Path) -> None:
             if m is not None and m.group(2) == host:
                 dead = not _alive(int(m.group(1)))
             else:
-                dead = time.time() - path.lstat().st_mtime > _STALE_AFTER
-            if dead:
+                dead = time.time() - _last_write(path) > _STALE_AFTER
+            if not dead:
+                continue
+            if stat.S_ISDIR(path.lstat().st_mode):  # never through a link
+                shutil.rmtree(path)
+            else:
                 path.unlink()
         except OSError:  # gone meanwhile, or not ours to remove
             pass
@@ -755,12 +817,325 @@ def _transfer(url: str, tmp: Path, size: int, digests: _Digests,
                     'Check the network / HF_ENDPOINT and try again.')
 
 
+def _file_mismatch(path: Path, size: int, etag: str,
+                   listed_sha256: Optional[str]) -> Optional[str]:
+    """Why the file ``path`` (written by another process) is not the
+    expected file, or None."""
+    info = path.lstat()
+    if not stat.S_ISREG(info.st_mode):
+        return 'not a regular file'
+    if info.st_size != size:
+        return f'{info.st_size} bytes instead of {size}'
+    digests = _Digests(size, etag)
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 22), b''):
+            digests.update(block)
+    return digests.mismatch(listed_sha256)
+
+
+# ---------------------------------------------------------------------------
+# Xet-backed files through hf_xet, in a child process
+
+
+class _XetUnusable(Exception):
+    """The Xet route cannot fetch this file (the reason, one line); the
+    file is fetched over HTTP instead."""
+
+
+@dataclass(frozen=True)
+class _XetFile:
+    """A Xet-backed file: its Xet hash, the Hub endpoint and the endpoint's
+    route for an access token at the file's commit."""
+    file_hash: str
+    endpoint: str
+    token_url: str
+
+
+@dataclass(frozen=True)
+class _XetAccess:
+    """A CAS server and its access token, checked."""
+    cas_url: str
+    token: str
+    expiry: int
+
+
+def _xet_file(meta, repo_id: str, commit: str, endpoint: str,
+              target: _Target) -> Optional[_XetFile]:
+    """The Xet route of a metadata answer, or None for HTTP: ``hf_xet``
+    is installed (and ``HF_HUB_DISABLE_XET`` unset) and the answer names a
+    Xet file (``X-Xet-Hash`` and its token route, which
+    ``get_hf_file_metadata`` parses). The token is asked for at the
+    endpoint's own route for the checked commit, never at a URL the server
+    names."""
+    data = getattr(meta, 'xet_file_data', None)
+    if data is None or _env_flag('HF_HUB_DISABLE_XET'):
+        return None
+    try:
+        if importlib.util.find_spec('hf_xet') is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    file_hash = data.file_hash
+    if not (isinstance(file_hash, str) and _XET_HASH.fullmatch(file_hash)):
+        _xet_fallback(target, f'its Xet hash (X-Xet-Hash) {_shown(file_hash)}'
+                      ' is not 64 hexadecimal digits')
+        return None
+    return _XetFile(file_hash, endpoint,
+                    f'{endpoint}/api/models/{repo_id}/xet-read-token/{commit}')
+
+
+def _xet_fallback(target: _Target, reason: str) -> None:
+    print_log(f'{target.what}: not fetched through hf_xet ({reason}); '
+              'downloading it over HTTP.', logger='current',
+              level=logging.WARNING)
+
+
+def _cas_problem(url, endpoint: str) -> Optional[str]:
+    """Why ``url`` is not a CAS server address to use, or None: an
+    ``https`` URL with a host (``http`` only when the endpoint is), never a
+    local scheme."""
+    if not (isinstance(url, str) and _VISIBLE.fullmatch(url)
+            and len(url) <= 2048):
+        return f'a CAS address {_shown(url)} that is not a URL'
+    allowed = ('https', ) if urlsplit(endpoint).scheme == 'https' else (
+        'https', 'http')
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in allowed and bool(parts.hostname) and \
+            parts.username is None and parts.password is None
+        parts.port  # noqa: B018 (raises on a malformed port)
+    except ValueError:
+        ok = False
+    return None if ok else (f'a CAS address {_shown(url)} that is not an '
+                            f'{" or ".join(allowed)} URL of a host')
+
+
+def _xet_access(xet: _XetFile, target: _Target,
+                limits: HubLimits) -> _XetAccess:
+    """The CAS server and access token from the endpoint's token route
+    (``X-Xet-Cas-Url``, ``X-Xet-Access-Token``, ``X-Xet-Token-Expiration``,
+    as ``huggingface_hub`` reads them), within ``limits.timeout``.
+
+    Raises:
+        HubTimeoutError: The answer did not come in time.
+        _XetUnusable: An error answer, or one that is not usable.
+    """
+    deadline = time.monotonic() + limits.timeout
+    try:
+        response = _get(xet.token_url, _headers(), deadline, target,
+                        limits.timeout, limits.timeout, check=False)
+    except HubTimeoutError:
+        raise
+    except Exception as e:  # noqa: BLE001 (any failure: HTTP instead)
+        detail = ' '.join(f'{type(e).__name__}: {e}'.split())
+        raise _XetUnusable(f'its Xet token request failed ({detail[:200]})')
+    response.close()  # the answer is in the headers
+    if response.status_code >= 400:
+        raise _XetUnusable('its Xet token route answered HTTP '
+                           f'{response.status_code}')
+    headers = response.headers
+    cas_url = headers.get('X-Xet-Cas-Url')
+    token = headers.get('X-Xet-Access-Token')
+    expiry = headers.get('X-Xet-Token-Expiration')
+    problem = _cas_problem(cas_url, xet.endpoint)
+    if problem is None and not (isinstance(token, str)
+                                and _VISIBLE.fullmatch(token)):
+        problem = 'no usable Xet access token'
+    if problem is None and not (isinstance(expiry, str) and re.fullmatch(
+            r'\d{1,12}', expiry.strip())):
+        problem = f'a token expiration {_shown(expiry)} that is not a time'
+    if problem is not None:
+        raise _XetUnusable(f'its Xet token answer has {problem}')
+    return _XetAccess(cas_url, token, int(expiry))
+
+
+def _sizes(folder: Path, dest: Path) -> Tuple[int, int]:
+    """``(size of dest, size of everything else under folder)``, in bytes
+    (apparent sizes: a write far past the end counts)."""
+    written = beside = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = osp.join(root, name)
+            with contextlib.suppress(OSError):
+                size = os.lstat(path).st_size
+                if path == str(dest):
+                    written = size
+                else:
+                    beside += size
+    return written, beside
+
+
+def _read_lines(stream, into: 'queue.Queue') -> None:
+    """Put the JSON messages of ``stream`` into ``into``, then None."""
+    try:
+        for line in iter(lambda: stream.readline(1 << 16), b''):
+            with contextlib.suppress(ValueError):
+                message = json.loads(line)
+                if isinstance(message, dict):
+                    into.put(message)
+    finally:
+        into.put(None)
+
+
+def _xet_transfer(xet: _XetFile, access: _XetAccess, folder: Path,
+                  size: int, target: _Target, limits: HubLimits) -> Path:
+    """Fetch the file with ``hf_xet`` into ``folder/file``: in a child
+    process (:mod:`sapiens_mm.zoo.xet_child`) that is killed when the
+    transfer passes ``limits.transfer_seconds(size)`` or writes more than
+    ``size`` bytes (or ``hf_xet`` more than :data:`_XET_BESIDE_MAX` of its
+    own files, which go to ``folder/xet``). Its progress moves
+    ``huggingface_hub``'s progress bar.
+
+    Returns:
+        The file written (not yet checked).
+
+    Raises:
+        HubTimeoutError, HubAnswerError: A limit was passed (the child was
+            killed).
+        _XetUnusable: ``hf_xet`` does not import or failed.
+    """
+    from huggingface_hub.utils import build_hf_headers, tqdm
+    dest = folder / 'file'
+    limit = limits.transfer_seconds(size)
+    headers = build_hf_headers()  # as huggingface_hub's own xet_get sends
+    request = dict(
+        cas_url=access.cas_url, token=access.token,
+        token_expiry=access.expiry, token_refresh_url=xet.token_url,
+        token_refresh_headers=headers,
+        headers={k: v for k, v in headers.items()
+                 if k.lower() != 'authorization'},
+        hash=xet.file_hash, size=size, dest=str(dest),
+        seconds=limit + _XET_GRACE)
+    env = dict(os.environ, HF_XET_CACHE=str(folder / 'xet'))
+    deadline = time.monotonic() + limit
+    try:
+        if not sys.executable:
+            raise OSError('no Python executable (sys.executable is empty)')
+        child = subprocess.Popen(
+            [sys.executable, '-c', _SCRIPT,
+             str(Path(__file__).with_name('xet_child.py'))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=folder, env=env)
+    except OSError as e:
+        raise _XetUnusable(f'no child process could be started: {e}')
+    messages: 'queue.Queue' = queue.Queue()
+    errors: collections.deque = collections.deque(maxlen=20)
+    readers = [
+        threading.Thread(target=_read_lines, args=(child.stdout, messages),
+                         daemon=True),
+        threading.Thread(target=lambda: errors.extend(
+            iter(lambda: child.stderr.readline(1 << 12), b'')), daemon=True)
+    ]
+    for reader in readers:
+        reader.start()
+    outcome: dict = {}
+    try:
+        with contextlib.suppress(BrokenPipeError):  # it ended: see below
+            child.stdin.write(json.dumps(request).encode() + b'\n')
+            child.stdin.flush()
+        with tqdm(total=size, unit='B', unit_scale=True, unit_divisor=1024,
+                  leave=False, desc=Path(target.filename).name[-40:],
+                  name='huggingface_hub.xet_get') as bar:
+            ended = False
+            while not (ended and child.poll() is not None):
+                try:
+                    message = messages.get(timeout=_XET_POLL)
+                except queue.Empty:
+                    message = {}
+                if message is None:
+                    ended = True
+                elif isinstance(message.get('bytes'), int):
+                    bar.update(max(0, min(message['bytes'], size) - bar.n))
+                else:
+                    outcome.update(message)
+                written, beside = _sizes(folder, dest)
+                if written > size:
+                    raise target.refused(
+                        f'more bytes than the {size} it announced (the Xet '
+                        'download was cut and discarded)')
+                if beside > _XET_BESIDE_MAX:
+                    raise target.refused(
+                        f'hf_xet wrote more than {_XET_BESIDE_MAX >> 20} MiB '
+                        'of its own files for it (the Xet download was cut '
+                        'and discarded)')
+                if time.monotonic() > deadline:
+                    raise target.timeout(limit)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        for reader in readers:
+            reader.join(timeout=1)
+        for stream in (child.stdin, child.stdout, child.stderr):
+            with contextlib.suppress(OSError):
+                stream.close()
+    if outcome.get('done') and child.returncode == 0:
+        return dest
+    if 'unavailable' in outcome:
+        raise _XetUnusable('hf_xet does not import in a child process: '
+                           f'{outcome["unavailable"]}')
+    if 'error' in outcome:
+        raise _XetUnusable(f'hf_xet failed: {outcome["error"]}')
+    last = errors[-1].decode(errors='replace').strip() if errors else ''
+    raise _XetUnusable(f'the hf_xet process ended with exit code '
+                       f'{child.returncode}' + (f': {last[:300]}'
+                                                if last else ''))
+
+
+# ---------------------------------------------------------------------------
+# into the cache
+
+
+def _via_http(url: str, blob: Path, name: str, size: int, etag: str,
+              listed_sha256: Optional[str], target: _Target,
+              limits: HubLimits) -> Optional[str]:
+    """Download ``url`` into the temporary file ``<name>.incomplete``
+    beside ``blob`` and rename it to ``blob`` when it is the file; else the
+    reason (the file is discarded)."""
+    tmp = blob.with_name(f'{name}.incomplete')
+    digests = _Digests(size, etag)
+    try:
+        _transfer(url, tmp, size, digests, target, limits)
+        problem = digests.mismatch(listed_sha256)
+        if problem is None:
+            os.replace(tmp, blob)
+        return problem
+    finally:
+        if osp.lexists(tmp):
+            os.remove(tmp)
+
+
+def _via_xet(xet: _XetFile, blob: Path, name: str, size: int, etag: str,
+             listed_sha256: Optional[str], target: _Target,
+             limits: HubLimits) -> Optional[str]:
+    """Fetch the file with ``hf_xet`` into the new folder
+    ``<name>.xet.incomplete`` beside ``blob`` and rename it to ``blob``
+    when it is the file; else the reason (the folder is removed).
+
+    Raises:
+        _XetUnusable: Not fetched through ``hf_xet``; use HTTP.
+    """
+    access = _xet_access(xet, target, limits)
+    folder = blob.with_name(f'{name}.xet.incomplete')
+    folder.mkdir(mode=0o700)  # new: never a planted folder or link
+    try:
+        dest = _xet_transfer(xet, access, folder, size, target, limits)
+        problem = _file_mismatch(dest, size, etag, listed_sha256)
+        if problem is None:
+            os.replace(dest, blob)
+        return problem
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _fetch_blob(url: str, blob: Path, size: int, etag: str,
                 listed: Optional[HubFile], target: _Target,
-                limits: HubLimits) -> None:
-    """Make ``blob`` the checked file: downloaded into a temporary file of
-    this process, checked, then renamed over ``blob`` (a corrupt download
-    is discarded and tried once more)."""
+                limits: HubLimits, xet: Optional[_XetFile] = None) -> None:
+    """Make ``blob`` the checked file: fetched into a temporary file of
+    this process (through ``hf_xet`` first when ``xet`` is given), checked,
+    then renamed over ``blob``. A corrupt download is discarded and
+    downloaded once more over HTTP; a Xet transfer that cannot be made
+    falls back to HTTP at once; a limit passed ends it all."""
     blob.parent.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(blob)
     lock = blob.with_name(f'{etag}.lock')  # in the repository's folder
@@ -770,21 +1145,24 @@ def _fetch_blob(url: str, blob: Path, size: int, etag: str,
         for attempt in (1, 2):
             if blob.is_file() and blob.stat().st_size == size:
                 return  # another job finished it meanwhile
-            tmp = blob.with_name(f'{etag}.{uuid.uuid4().hex[:8]}.'
-                                 f'{os.getpid()}@{_host()}.incomplete')
-            digests = _Digests(size, etag)
-            try:
-                _transfer(url, tmp, size, digests, target, limits)
-                problem = digests.mismatch(listed_sha)
-                if problem is None:
-                    os.replace(tmp, blob)
-                    return
-            finally:
-                if osp.lexists(tmp):
-                    os.remove(tmp)
-            print_log(f'{target.what}: the download is corrupt ({problem}); '
-                      'discarded' + ('; downloading it again.'
-                                     if attempt == 1 else '.'),
+            name = f'{etag}.{uuid.uuid4().hex[:8]}.{os.getpid()}@{_host()}'
+            via_xet = attempt == 1 and xet is not None
+            if via_xet:
+                try:
+                    problem = _via_xet(xet, blob, name, size, etag,
+                                       listed_sha, target, limits)
+                except _XetUnusable as e:
+                    _xet_fallback(target, str(e))
+                    via_xet = False
+            if not via_xet:
+                problem = _via_http(url, blob, name, size, etag, listed_sha,
+                                    target, limits)
+            if problem is None:
+                return
+            again = '' if attempt == 2 else '; downloading it again' + (
+                ' over HTTP' if via_xet else '')
+            print_log(f'{target.what}: the {"Xet " if via_xet else ""}'
+                      f'download is corrupt ({problem}); discarded{again}.',
                       logger='current', level=logging.WARNING)
     raise CorruptDownloadError(
         f'{target.what}: the download is corrupt twice ({problem}); it was '
@@ -858,7 +1236,8 @@ def _download(repo_id: str, revision: str, filename: str,
         try:
             _fetch_blob(hf_hub_url(repo_id, filename, revision=commit,
                                    endpoint=endpoint), blob, size, etag,
-                        listed, target, limits)
+                        listed, target, limits,
+                        _xet_file(meta, repo_id, commit, endpoint, target))
         except (HubError, OSError):
             raise
         except Exception as e:  # noqa: BLE001 (every Hub error: a line)

@@ -30,6 +30,22 @@ differently), :meth:`FakeHub.oversize` (a chunked body far longer than the
 size the server announced), :meth:`FakeHub.trickle` (one byte every few
 seconds) and :meth:`FakeHub.hang_listing` (a listing that never answers, or
 whose status line trickles).
+
+Xet-backed files (:meth:`FakeHub.xet`): their answers carry ``X-Xet-Hash``
+and the ``Link: <...xet-read-token/<commit>>; rel="xet-auth"`` of the Hub;
+``GET /api/models/{org}/{repo}/xet-read-token/{revision}`` answers the
+CAS address (the hub itself), an access token and its expiration, in
+``X-Xet-*`` headers and as JSON, as the Hub does (:attr:`FakeHub.xet_token`
+replaces any of those headers, or the status); the hub is also the CAS
+server: ``GET /v1/reconstructions/{xet hash}`` with the access token
+answers the file's bytes (the protocol of the test stand-in for
+``hf_xet``, tests/helpers/xet_standin.py; the real ``hf_xet`` asks
+``/v2/...`` first and expects JSON), ``404`` for an unknown hash;
+:attr:`FakeHub.cas_mode` ``'missing'`` answers ``404`` to everything,
+``'hang'`` never answers.
+
+:func:`tree` lists a folder's files (to show that nothing outside the
+repository's cache folder changed).
 """
 import hashlib
 import json
@@ -64,6 +80,14 @@ class FakeHub:
         self._gets: Dict[Tuple[str, str], int] = {}
         self._hung_listings: Dict[str, Optional[float]] = {}
         self._throttle: Optional[Tuple[int, float]] = None
+        self._xet: Dict[Tuple[str, str], str] = {}
+        #: Headers replacing those of the Xet token answers; ``'status'``:
+        #: an error status instead; ``'hang'``: no answer at all.
+        self.xet_token: Dict[str, object] = {}
+        #: ``'serve'``, ``'missing'`` or ``'hang'`` (see the module).
+        self.cas_mode = 'serve'
+        #: The ``Authorization`` header of every CAS request.
+        self.cas_auth: List[Optional[str]] = []
         self._hold = 0
         self._in_flight = 0
         self._cond = threading.Condition()
@@ -87,6 +111,19 @@ class FakeHub:
             repo_id, hashlib.sha1(repo_id.encode()).hexdigest())
         if listed_sha256 is not None:
             self.listed[(repo_id, path)] = listed_sha256
+
+    def xet(self, repo_id: str, path: str) -> str:
+        """Serve the file as a Xet-backed one (see the module); returns its
+        Xet hash (here: the SHA-256 of ``b'xet:' + content``, 64 hex
+        digits like the real Merkle hash)."""
+        data = self.repos[repo_id][path]
+        self._xet[(repo_id, path)] = hashlib.sha256(b'xet:' +
+                                                    data).hexdigest()
+        return self._xet[(repo_id, path)]
+
+    def xet_access_token(self, repo_id: str) -> str:
+        """The CAS access token the token route gives for ``repo_id``."""
+        return 'xet-' + hashlib.sha1(repo_id.encode()).hexdigest()[:16]
 
     def gate(self, repo_id: str, token: Optional[str] = None) -> None:
         """Make ``repo_id`` gated: requests answer 401 GatedRepo unless
@@ -201,6 +238,13 @@ class FakeHub:
         path = unquote(urlsplit(h.path).path)
         with self._lock:
             self.requests.append((h.command, path, h.headers.get('Range')))
+        token = re.fullmatch(r'/api/models/([^/]+/[^/]+)/xet-read-token/.+',
+                             path)
+        if token:
+            return self._xet_token(h, token.group(1))
+        cas = re.fullmatch(r'/v([12])/reconstructions/([0-9a-f]{64})', path)
+        if cas:
+            return self._cas(h, cas.group(1), cas.group(2))
         api = re.fullmatch(r'/api/models/([^/]+/[^/]+)(/revision/.+)?', path)
         if api:
             return self._listing(h, api.group(1))
@@ -242,6 +286,11 @@ class FakeHub:
         if start:
             headers['Content-Range'] = \
                 f'bytes {start}-{len(data) - 1}/{len(data)}'
+        if key in self._xet:
+            headers['X-Xet-Hash'] = self._xet[key]
+            headers['Link'] = (
+                f'<{self.endpoint}/api/models/{repo_id}/xet-read-token/'
+                f'{self.commits[repo_id]}>; rel="xet-auth"')
         after, override = self._overrides.get(key, (0, {}))
         if answered >= after:
             headers.update(override)
@@ -329,6 +378,68 @@ class FakeHub:
         except OSError:  # the client closed the connection
             pass
 
+    def _repo_refused(self, h, repo_id: str) -> bool:
+        """Answer 401 for a gated repository without the token, 404 for an
+        unknown one; whether it did."""
+        if self._refused(h, repo_id):
+            self._error(h, 401, 'GatedRepo',
+                        f'Access to model {repo_id} is restricted.', repo_id)
+        elif repo_id not in self.repos:
+            self._error(h, 404, 'RepoNotFound', 'Repository not found')
+        else:
+            return False
+        return True
+
+    def _xet_token(self, h, repo_id: str) -> None:
+        if self._repo_refused(h, repo_id):
+            return
+        answer = {'X-Xet-Cas-Url': self.endpoint,
+                  'X-Xet-Access-Token': self.xet_access_token(repo_id),
+                  'X-Xet-Token-Expiration': str(int(time.time()) + 3600)}
+        answer.update(self.xet_token)
+        status = int(answer.pop('status', 200))
+        if status >= 400:
+            return self._error(h, status, 'XetTokenError', 'no token')
+        if answer.pop('hang', None):
+            self._closing.wait()
+            h.close_connection = True
+            return
+        body = json.dumps({'casUrl': answer.get('X-Xet-Cas-Url'),
+                           'accessToken': answer.get('X-Xet-Access-Token'),
+                           'exp': int(answer['X-Xet-Token-Expiration'])
+                           if str(answer.get('X-Xet-Token-Expiration',
+                                             '')).isdigit() else None
+                           }).encode()
+        h.send_response(status)
+        for k, v in answer.items():
+            h.send_header(k, str(v))
+        h.send_header('Content-Type', 'application/json')
+        h.send_header('Content-Length', str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    def _cas(self, h, version: str, xet_hash: str) -> None:
+        auth = h.headers.get('Authorization')
+        with self._lock:
+            self.cas_auth.append(auth)
+        if self.cas_mode == 'hang':
+            self._closing.wait()
+            h.close_connection = True
+            return
+        found = [(repo_id, path) for (repo_id, path), x in self._xet.items()
+                 if x == xet_hash]
+        if self.cas_mode == 'missing' or version != '1' or not found:
+            return self._error(h, 404, 'NotFound', 'no such file')
+        repo_id, path = found[0]
+        if auth != f'Bearer {self.xet_access_token(repo_id)}':
+            return self._error(h, 401, 'Unauthorized', 'bad CAS token')
+        data = self.repos[repo_id][path]
+        h.send_response(200)
+        h.send_header('Content-Type', 'application/octet-stream')
+        h.send_header('Content-Length', str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
     def _refused(self, h, repo_id: str) -> bool:
         token = self.tokens.get(repo_id)
         return repo_id in self.gated and (
@@ -344,13 +455,8 @@ class FakeHub:
                 self._drip(h, b'HTTP/1.1 200 OK\r\n' * 10000, interval)
             h.close_connection = True
             return
-        if self._refused(h, repo_id):
-            return self._error(h, 401, 'GatedRepo',
-                               f'Access to model {repo_id} is restricted.',
-                               repo_id)
-        if repo_id not in self.repos:
-            return self._error(h, 404, 'RepoNotFound',
-                               'Repository not found')
+        if self._repo_refused(h, repo_id):
+            return
         siblings = []
         for name, data in sorted(self.repos[repo_id].items()):
             sha = self.listed.get((repo_id, name),

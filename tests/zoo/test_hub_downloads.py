@@ -183,7 +183,9 @@ def test_a_killed_download_starts_again_and_its_leftover_goes(hub):
     try:
         assert hub.stalled.wait(60), 'the download did not start'
         deadline = time.monotonic() + 60
-        while not any(p.stat().st_size == 2 << 20
+        # most of the 2 MiB sent (the last few KiB may sit in the file's
+        # write buffer, how many depends on the HTTP library's chunks)
+        while not any(p.stat().st_size >= 1 << 20
                       for p in blobs.glob('*.incomplete')):
             assert time.monotonic() < deadline and child.is_alive()
             time.sleep(0.02)
