@@ -39,6 +39,7 @@ GIB = 2**30
 SNAPSHOT = '''
 import json, logging, os, signal, sys, warnings
 import numpy as np
+import torch
 import torch._dynamo, mmengine.runner, mmseg.datasets, mmpose.datasets  # noqa
 
 def name(o):
@@ -130,6 +131,7 @@ def test_import_init_model_and_inference_leave_the_process_alone():
 LOAD = '''
 import hashlib, importlib, json, sys
 import numpy as np
+import torch
 from mmengine.runner.checkpoint import CheckpointLoader
 path, mode, cfg = sys.argv[1:4]
 if mode == 'with':
