@@ -207,9 +207,11 @@ def _check_scope(value: Any, where: str, source: str) -> None:
 
 
 def _check_storage(value: Any, where: str, source: str) -> None:
+    # sapiens_mm's own crash-safe local backend imports nothing either
+    from sapiens_mm.engine.fileio.atomic_local_backend import ATOMIC_BACKEND
     local = value is None or isinstance(value, dict) and \
         set(value) <= {'backend'} and \
-        value.get('backend', 'local') in _LOCAL_BACKENDS
+        value.get('backend', 'local') in _LOCAL_BACKENDS | {ATOMIC_BACKEND}
     if not local:
         raise UnsafeModelError(
             f'{source}: the stored config sets {where} = {_shown(value)}; '

@@ -378,12 +378,13 @@ class PoseInferencer(BaseTaskInferencer):
         whole image when it found no one, the user's boxes, or the previous
         video frame's keypoints."""
         source = pose.get('bbox_source')
+        if source == 'user':  # no detector asked for: none is built
+            return 'boxes: given'
         detector = self.detector
         name = 'no detector' if detector is None else detector.label
         if detector is not None and detector.fallback:
             name += f' ({detector.fallback})'
         return {
-            'user': 'boxes: given',
             'detector': f'boxes: {name}',
             'keypoints': f"boxes: the previous frame's people ({name})",
             'whole_image': ('boxes: whole image (no detector)'
