@@ -18,9 +18,8 @@ from typing import Dict, Optional, Sequence
 from sapiens_mm.tasks import CLI_TASKS
 from sapiens_mm.utils.commands import python_command
 from sapiens_mm.utils.display import display_problem
-from sapiens_mm.utils.media_names import (CHECKPOINT_EXTENSIONS,
-                                          IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
-                                          webcam_index)
+from sapiens_mm.utils.media_names import (IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
+                                          looks_like_model_path, webcam_index)
 from sapiens_mm.zoo.cards import UnknownModelError, close_names, lookup_card
 
 __all__ = [
@@ -70,16 +69,6 @@ def check_input(text: str) -> None:
             'webcam:1).')
 
 
-def _looks_like_path(text: str) -> bool:
-    """A path rather than a model name: a file name ending of a model file,
-    a folder part (a Hub repository id ``org/name`` aside), or a leading
-    ``.`` / ``~``."""
-    parts = text.replace(os.sep, '/').split('/')
-    return (text.lower().endswith(CHECKPOINT_EXTENSIONS)
-            or text.startswith(('.', '~')) or len(parts) > 2
-            or (len(parts) == 2 and osp.isdir(parts[0])))
-
-
 def check_model(text: str, option: str) -> None:
     """Refuse a model option's value that is neither a file or folder nor a
     model of the registry (by name, alias or Hub repository id, with an
@@ -99,7 +88,7 @@ def check_model(text: str, option: str) -> None:
         return
     listing = (f'`{python_command()} tools/download.py --list` lists the '
                'released models')
-    if _looks_like_path(text):
+    if looks_like_model_path(text):
         raise FileNotFoundError(f'{option} {text}: no such file.')
     close = close_names(text)
     raise UnknownModelError(

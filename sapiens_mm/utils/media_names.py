@@ -8,6 +8,7 @@ its inputs before torch and the OpenMMLab packages load
 :mod:`sapiens_mm.apis.inferencers.utils.sources`) use the same names.
 """
 import glob
+import os
 import os.path as osp
 import re
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Optional, Tuple
 
 __all__ = [
     'IMAGE_EXTENSIONS', 'VIDEO_EXTENSIONS', 'LIST_EXTENSIONS',
-    'CHECKPOINT_EXTENSIONS', 'is_list_file', 'is_glob', 'webcam_index'
+    'CHECKPOINT_EXTENSIONS', 'is_list_file', 'is_glob', 'webcam_index',
+    'looks_like_model_path'
 ]
 
 #: File name endings (case-insensitive) treated as images.
@@ -31,6 +33,19 @@ LIST_EXTENSIONS: Tuple[str, ...] = ('.txt', '.lst', '.jsonl')
 #: name with one of them is a path, not a model name).
 CHECKPOINT_EXTENSIONS: Tuple[str, ...] = ('.pth', '.pt', '.pt2', '.ckpt',
                                           '.bin', '.safetensors', '.onnx')
+
+
+
+def looks_like_model_path(text: str) -> bool:
+    """Whether a model option's value is a path rather than a model name:
+    a file name ending of a model file, a leading ``/``, ``.`` or ``~``, or
+    a folder part (a Hub repository id ``org/name`` aside, unless ``org``
+    is a folder here)."""
+    parts = text.replace(os.sep, '/').split('/')
+    return (text.lower().endswith(CHECKPOINT_EXTENSIONS)
+            or text.startswith(('/', '.', '~')) or len(parts) > 2
+            or (len(parts) == 2 and osp.isdir(parts[0])))
+
 
 _WEBCAM = re.compile(r'^(webcam(:(?P<a>\d+))?|(?P<b>\d+))$')
 

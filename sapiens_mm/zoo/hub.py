@@ -98,6 +98,7 @@ from mmengine.logging import print_log
 
 from sapiens_mm.checkpoint import is_transformers_folder
 from sapiens_mm.utils.env_numbers import env_positive_number
+from sapiens_mm.utils.media_names import looks_like_model_path
 
 from .cards import ModelCard, UnknownModelError, close_names, lookup_card
 
@@ -113,10 +114,6 @@ __all__ = [
 #: The files of a Transformers checkpoint (read by
 #: :func:`sapiens_mm.checkpoint.load_file` as a folder).
 TRANSFORMERS_FILES = ('config.json', 'model.safetensors')
-#: Checkpoint file extensions: a name with one of them is a path, not a
-#: model name.
-CHECKPOINT_SUFFIXES = ('.pth', '.pt', '.pt2', '.ckpt', '.bin',
-                       '.safetensors', '.onnx')
 #: Seconds: the overall limit of a metadata or listing request and the
 #: fixed part of a file transfer's limit (see :class:`HubLimits`).
 TIMEOUT_ENV = 'SAPIENS_MM_HUB_TIMEOUT'
@@ -1411,12 +1408,6 @@ def fetch_url(url: str, local_only: bool = False,
         f'{shown}{", ..." if len(files) > 8 else ""}).')
 
 
-def _looks_like_path(text: str) -> bool:
-    return (os.sep in text and not re.fullmatch(r'[\w.-]+/[\w.-]+', text)) \
-        or text.lower().endswith(CHECKPOINT_SUFFIXES) or text.startswith(
-            ('.', '~'))
-
-
 def resolve_checkpoint(spec: str,
                        revision: Optional[str] = None
                        ) -> Tuple[str, Optional[ModelCard]]:
@@ -1448,7 +1439,7 @@ def resolve_checkpoint(spec: str,
     card = lookup_card(name)
     if card is not None:
         return fetch(card, at or revision), card
-    if _looks_like_path(text):
+    if looks_like_model_path(text):
         raise FileNotFoundError(f'Checkpoint not found: {text}')
     close = close_names(text)
     raise UnknownModelError(
