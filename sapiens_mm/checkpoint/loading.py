@@ -394,21 +394,31 @@ def _pickle_scan(path: str) -> Tuple[List[str], Optional[int]]:
     return names, protocol
 
 
+#: Globals of torch's own default allowlist outside the ``torch`` package
+#: (torch 2.14: containers, numbers and the byte codec of protocol-2
+#: pickles).
+_TORCH_DEFAULT_GLOBALS = frozenset({
+    'collections.OrderedDict', 'collections.Counter', '_codecs.encode',
+    'builtins.set', 'builtins.bytearray', 'builtins.complex'})
+
+
 def _allowed_global_names(allowed: List[Any]) -> Set[str]:
-    """``module.name`` of every global ``torch.load(weights_only=True)``
-    accepts under the allowlist ``allowed``."""
+    """``module.name`` of the globals of the allowlist ``allowed``."""
     names = set()
-    try:  # torch's defaults (tensors, dtypes, OrderedDict...)
-        from torch._weights_only_unpickler import _get_allowed_globals
-        names |= set(_get_allowed_globals())
-    except ImportError:
-        pass
     for entry in allowed:
         if isinstance(entry, tuple):
             names.add(entry[1])
         else:
             names.add(f'{entry.__module__}.{entry.__qualname__}')
     return names
+
+
+def _torch_default_global(name: str) -> bool:
+    """Whether ``name`` is of the kind torch's safe loader allows by itself:
+    its own tensor / storage / dtype rebuilders and the containers and codec
+    of :data:`_TORCH_DEFAULT_GLOBALS` (used to name the global that made a
+    load fail, after torch refused it)."""
+    return name.startswith('torch.') or name in _TORCH_DEFAULT_GLOBALS
 
 
 def _imported_object(name: str) -> Any:
@@ -464,7 +474,8 @@ def _unpickling_refusal(path: str, error: str,
         return _needs_global(path, found.group(1))
     names, protocol = _pickle_scan(path)
     known = _allowed_global_names(allowed)
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names
+               if n not in known and not _torch_default_global(n)]
     if unknown:
         return _needs_global(path, unknown[0])
     detail = _WO_ERROR_RE.search(error)
