@@ -11,4 +11,4 @@ demo: setup
 	$(PY) demo/main_job.py
 
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadfile tests
