@@ -10,6 +10,7 @@ from typing import List, Optional, Sequence, Union
 
 from sapiens_mm.cli.preflight import load_bboxes, model_options, preflight
 from sapiens_mm.tasks import CLI_TASKS
+from sapiens_mm.utils.commands import python_command
 from sapiens_mm.utils.media_names import is_glob, is_list_file
 from sapiens_mm.utils.sharded_names import (LAUNCHERS, MANIFEST_DIR,
                                             RANK_TIMEOUT_ENV,
@@ -35,7 +36,8 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'Models: released models by name (--pose sapiens2-pose-0.4b, '
             'or its alias or Hub repository id facebook/sapiens2-pose-0.4b; '
             'downloaded once into the Hugging Face cache: HF_HOME, '
-            'HF_TOKEN, HF_HUB_OFFLINE; python tools/download.py --list '
+            f'HF_TOKEN, HF_HUB_OFFLINE; {python_command()} tools/download.py '
+            '--list '
             'lists them), official checkpoints alone (--checkpoints, task '
             'and size recognised from the file name or weights), or per task '
             'a checkpoint (--pose CKPT) and/or a config (--pose-config CFG; '

@@ -16,11 +16,10 @@ import os.path as osp
 from typing import Dict, Optional, Sequence
 
 from sapiens_mm.tasks import CLI_TASKS
-from sapiens_mm.utils.commands import python_command
 from sapiens_mm.utils.display import display_problem
 from sapiens_mm.utils.media_names import (IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
                                           looks_like_model_path, webcam_index)
-from sapiens_mm.zoo.cards import UnknownModelError, close_names, lookup_card
+from sapiens_mm.zoo.cards import lookup_card, unknown_model_error
 
 __all__ = [
     'check_input', 'check_model', 'check_file', 'load_bboxes',
@@ -86,15 +85,10 @@ def check_model(text: str, option: str) -> None:
     if osp.exists(osp.expanduser(text)) or text.startswith('hf://') or \
             lookup_card(text.partition('@')[0]) is not None:
         return
-    listing = (f'`{python_command()} tools/download.py --list` lists the '
-               'released models')
     if looks_like_model_path(text):
         raise FileNotFoundError(f'{option} {text}: no such file.')
-    close = close_names(text)
-    raise UnknownModelError(
-        f'{option} {text}: neither a file nor a released model'
-        + (f'; did you mean {", ".join(close)}?' if close else '.')
-        + f' {listing}.')
+    raise unknown_model_error(
+        f'{option} {text}: neither a file nor a released model', text)
 
 
 def check_file(text: Optional[str], option: str) -> None:

@@ -47,10 +47,12 @@ from urllib.parse import unquote
 
 import yaml
 
+from sapiens_mm.utils.commands import python_command
+
 __all__ = [
     'ModelCard', 'UnknownModelError', 'MODEL_INDEX_ENV', 'index_root',
     'model_index_path', 'load_model_index', 'add_model_index', 'model_cards',
-    'find_card', 'lookup_card', 'close_names'
+    'find_card', 'lookup_card', 'close_names', 'unknown_model_error'
 ]
 
 MODEL_INDEX_ENV = 'SAPIENS_MM_MODEL_INDEX'
@@ -318,8 +320,15 @@ def find_card(query: str) -> ModelCard:
         raise UnknownModelError(
             f'Repository {query} holds several models ({", ".join(in_repo)})'
             '; name one of them.')
+    raise unknown_model_error(f'Unknown model {query!r}', query)
+
+
+def unknown_model_error(what: str, query: str) -> UnknownModelError:
+    """The error for a name that is no released model: ``what`` (what was
+    not found), the closest registry names to ``query``, and the command
+    that lists every model (runnable as printed)."""
     close = close_names(query)
-    raise UnknownModelError(
-        f'Unknown model {query!r}'
-        + (f'; did you mean {", ".join(close)}?' if close else '.')
-        + ' `python tools/download.py --list` lists every model.')
+    return UnknownModelError(
+        what + (f'; did you mean {", ".join(close)}?' if close else '.')
+        + f' `{python_command()} tools/download.py --list` lists every '
+        'model.')

@@ -100,7 +100,7 @@ from sapiens_mm.checkpoint import is_transformers_folder
 from sapiens_mm.utils.env_numbers import env_positive_number
 from sapiens_mm.utils.media_names import looks_like_model_path
 
-from .cards import ModelCard, UnknownModelError, close_names, lookup_card
+from .cards import ModelCard, lookup_card, unknown_model_error
 
 __all__ = [
     'HubError', 'GatedModelError', 'ModelFileMissingError',
@@ -1371,10 +1371,8 @@ def fetch_url(url: str, local_only: bool = False,
     if '/' not in rest:
         card = lookup_card(rest)
         if card is None:
-            close = close_names(rest)
-            raise UnknownModelError(
-                f'Unknown model {rest!r} in {url}'
-                + (f'; did you mean {", ".join(close)}?' if close else '.'))
+            raise unknown_model_error(f'Unknown model {rest!r} in {url}',
+                                      rest)
         if local_only:
             path = cached_file(card)
             if path is None:
@@ -1441,8 +1439,5 @@ def resolve_checkpoint(spec: str,
         return fetch(card, at or revision), card
     if looks_like_model_path(text):
         raise FileNotFoundError(f'Checkpoint not found: {text}')
-    close = close_names(text)
-    raise UnknownModelError(
-        f'{text!r} is neither a file nor a known model'
-        + (f'; did you mean {", ".join(close)}?' if close else '.')
-        + ' `python tools/download.py --list` lists every model.')
+    raise unknown_model_error(f'{text!r} is neither a file nor a known model',
+                              text)

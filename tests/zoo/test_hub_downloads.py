@@ -3,7 +3,9 @@ stand-in for the Hub (tests/helpers/fake_hub.py): no internet."""
 import hashlib
 import multiprocessing
 import os
+import re
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -120,6 +122,15 @@ def test_unknown_name_suggests_the_closest(hub):
     with pytest.raises(UnknownModelError) as e:
         resolve_checkpoint('sapiens2-pose-04b')
     assert 'sapiens2-pose-0.4b' in str(e.value)
+    # the listing command starts this interpreter by its path, so that it
+    # runs as printed whether or not the environment is activated
+    for name in ('sapiens2-pose-04b', 'hf://sapiens2-pose-04b'):
+        with pytest.raises(UnknownModelError) as e:
+            resolve_checkpoint(name)
+        found = re.search(r'`(\S+) tools/download\.py --list` lists every '
+                          r'model\.$', str(e.value))
+        assert found, str(e.value)
+        assert os.path.samefile(found.group(1), sys.executable)
     assert hub.requests == []
     with pytest.raises(FileNotFoundError, match='Checkpoint not found'):
         resolve_checkpoint('no/such/file.pth')

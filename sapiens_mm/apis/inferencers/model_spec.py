@@ -33,6 +33,7 @@ from sapiens_mm.deploy.metadata import read_metadata
 from sapiens_mm.deploy.runtime import is_exported_model
 from sapiens_mm.deploy.safe_load import config_from_data
 from sapiens_mm.tasks import TASKS, task_of_config
+from sapiens_mm.utils.commands import python_command
 from sapiens_mm.zoo import (
     ConfigMismatchError,
     ModelCard,
@@ -127,7 +128,7 @@ def _info_of_card(card: ModelCard) -> SapiensModelInfo:
         raise ValueError(
             f'{card.name} is a {card.task} model in the {card.format} '
             'format, which the inferencers do not run; name a task model '
-            '(python tools/download.py --list lists them).')
+            f'(`{python_command()} tools/download.py --list` lists them).')
     dataset = card.dataset if card.task in ('pose', 'seg') else None
     return SapiensModelInfo(card.task, card.size, dataset, 'registry',
                             card.version, card.name)
