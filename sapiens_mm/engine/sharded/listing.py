@@ -7,9 +7,10 @@ inputs an earlier run finished (:class:`~.manifest.DoneIndex`, read by rank
 0 alone) and appends the others to their rank's shard file,
 ``manifests/<run id>.shard<r>.jsonl``: one ``[name, path, kind]`` line per
 input, then an end line ``{"end": true, "skipped": n}`` (or ``{"error":
-...}`` when the listing failed). Every rank, rank 0 included, reads its
-shard file as it grows, so the ranks start working while the listing goes
-on; a rank that waits for entries watches rank 0's heartbeat and stops
+...}`` when the listing failed). With several ranks, every rank, rank 0
+included, reads its shard file as it grows, so the ranks start working
+while the listing goes on (a single process takes its inputs from the
+listing directly); a rank that waits for entries watches rank 0's heartbeat and stops
 when rank 0 is lost. Shard files are appended in chunks and re-opened by
 their readers (what makes appends visible across the nodes of a network
 file system); they are not results, and are never ``fsync``\\ ed.

@@ -62,7 +62,7 @@ __all__ = [
     'name_hash', 'rank_manifest_path', 'progress_path', 'ManifestWriter',
     'manifest_files', 'iter_records', 'DoneIndex', 'merge_manifests',
     'read_progress', 'read_rank_progress', 'read_json', 'sync_file_system',
-    'RUN_ID_PATTERN', 'untrusted_outputs'
+    'RUN_ID_PATTERN', 'untrusted_outputs', 'is_name_inside'
 ]
 
 #: A run id: its start time and 6 random hex digits.
@@ -211,7 +211,7 @@ def iter_records(paths: List[str]) -> Iterator[dict]:
     """The records of manifest files, one at a time. A line that is not a
     complete record (the end of a file whose writer was killed mid-line) is
     skipped with a warning: that input was not recorded and is redone."""
-    for _, _, _, record in _iter_lines(paths):
+    for _, record in _iter_lines(paths):
         if isinstance(record, dict):
             yield record
 
@@ -220,11 +220,10 @@ def iter_records(paths: List[str]) -> Iterator[dict]:
 _COMMIT = 'commit'
 
 
-def _iter_lines(paths: List[str]
-                ) -> Iterator[Tuple[str, int, str, object]]:
-    """``(path, line number, line, record)`` of every line of manifest
-    files; record is the dict of a record, :data:`_COMMIT` for a commit
-    line, None for a line that is not a complete record (logged)."""
+def _iter_lines(paths: List[str]) -> Iterator[Tuple[int, object]]:
+    """``(line number, record)`` of every line of manifest files; record
+    is the dict of a record, :data:`_COMMIT` for a commit line, None for a
+    line that is not a complete record (logged)."""
     for path in paths:
         with open(path, encoding='utf-8', errors='replace') as f:
             for n, line in enumerate(f, 1):
@@ -243,7 +242,7 @@ def _iter_lines(paths: List[str]
                         print_log(f'{path}:{n}: ignoring an incomplete '
                                   'record (its input is redone).',
                                   logger='current', level=30)
-                yield path, n, line, record
+                yield n, record
 
 
 def _raw_lines(paths: List[str]) -> Iterator[str]:
@@ -268,12 +267,19 @@ def untrusted_outputs(record: dict, require_outputs: bool = True
     if require_outputs and not outputs:
         return 'it names no output file'
     for o in outputs:
-        norm = posixpath.normpath(o)
-        if (o != norm or norm.startswith('/') or norm in ('.', '..')
-                or norm.startswith('../') or '\\' in o or '\0' in o
-                or norm.split('/')[0] == MANIFEST_DIR):
+        if (not is_name_inside(o) or '\\' in o
+                or o.split('/')[0] == MANIFEST_DIR):
             return f'its output {o!r} is not a file inside the output folder'
     return None
+
+
+def is_name_inside(name) -> bool:
+    """Whether ``name`` is a file name relative to a folder that stays
+    inside it: a normalised ``/``-separated relative path, not ``.``, not
+    ``..`` or below it, no NUL."""
+    return (isinstance(name, str) and name == posixpath.normpath(name)
+            and not name.startswith(('/', '../')) and name not in ('.', '..')
+            and '\0' not in name)
 
 
 def _outputs_on_disk(out_dir: str, record: dict) -> bool:
@@ -296,14 +302,12 @@ class DoneIndex:
     at a time).
 
     Built by streaming the manifests once; holds one 64-bit name hash per
-    finished input (sorted, searched by bisection), and only those that
-    ``keep`` accepts. An ``ok`` record that names no output (where
+    finished input (sorted, searched by bisection). An ``ok`` record that names no output (where
     ``require_outputs``) or a file outside the output folder is not
     trusted: its input is redone, and one line says so.
 
     Args:
         out_dir: The run's output folder.
-        keep: Called with a name hash; whether this process needs it.
         require_outputs: Every input of the run writes files (inference;
             curation records none).
 
@@ -311,16 +315,14 @@ class DoneIndex:
         untrusted: The number of ``ok`` records not trusted.
     """
 
-    def __init__(self, out_dir: str,
-                 keep: Callable[[int], bool] = lambda h: True,
-                 require_outputs: bool = True) -> None:
+    def __init__(self, out_dir: str, require_outputs: bool = True) -> None:
         hashes = array.array('Q')
         self.untrusted = 0
         first_untrusted = None
         for path in manifest_files(out_dir):
             committed = osp.basename(path) == MERGED_NAME
             pending: List[Tuple[int, dict]] = []
-            for _, n, _, record in _iter_lines([path]):
+            for n, record in _iter_lines([path]):
                 if record is _COMMIT:
                     hashes.extend(h for h, _ in pending)
                     pending = []
@@ -328,8 +330,6 @@ class DoneIndex:
                 if record is None or record.get('status') != 'ok':
                     continue
                 h = name_hash(record['name'])
-                if not keep(h):
-                    continue
                 why = untrusted_outputs(record, require_outputs)
                 if why is not None:
                     self.untrusted += 1
@@ -380,7 +380,7 @@ def merge_manifests(out_dir: str) -> Dict[str, int]:
     valid = array.array('b')  # per line: 1 a record, 0 not
     statuses: Dict[str, int] = {}
     status_of = array.array('B')  # per record: its index in ``statuses``
-    for _, _, _, record in _iter_lines(files):
+    for _, record in _iter_lines(files):
         is_record = isinstance(record, dict)
         valid.append(is_record)
         if is_record:
@@ -452,22 +452,10 @@ def read_progress(out_dir: str, problems: Optional[List[str]] = None
         if not m:
             continue
         path = osp.join(folder, name)
-        try:
-            with open(path, encoding='utf-8') as f:
-                progress = json.load(f)
-        except FileNotFoundError:
-            continue  # replaced between the listing and the read
-        except (OSError, ValueError) as e:
-            problem = f'cannot be read as JSON ({e})'
-        else:
-            problem = _progress_problem(progress)
-            if problem is None and progress['rank'] != int(m.group(1)):
-                problem = (f'says rank {progress["rank"]}, its name rank '
-                           f'{int(m.group(1))}')
-            if problem is None:
-                found.append((int(m.group(1)), progress))
-                continue
-        if problems is not None:
+        progress, problem = _load_progress(path, int(m.group(1)))
+        if progress is not None:
+            found.append((int(m.group(1)), progress))
+        elif problem is not None and problems is not None:
             problems.append(f'{path}: not a progress file of a sharded run '
                             f'({problem}); ignored.')
     return found
@@ -476,14 +464,25 @@ def read_progress(out_dir: str, problems: Optional[List[str]] = None
 def read_rank_progress(out_dir: str, rank: int) -> Optional[dict]:
     """Rank ``rank``'s progress (:func:`read_progress`), or None when its
     file is missing or is not a progress file."""
+    return _load_progress(progress_path(out_dir, rank), rank)[0]
+
+
+def _load_progress(path: str, rank: int
+                   ) -> Tuple[Optional[dict], Optional[str]]:
+    """``(progress, None)`` when ``path`` is rank ``rank``'s progress
+    file, ``(None, why not)`` when it is not, ``(None, None)`` when it is
+    missing (or was replaced between a listing and the read)."""
     try:
-        with open(progress_path(out_dir, rank), encoding='utf-8') as f:
+        with open(path, encoding='utf-8') as f:
             progress = json.load(f)
-    except (OSError, ValueError):
-        return None
-    if _progress_problem(progress) or progress['rank'] != rank:
-        return None
-    return progress
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as e:
+        return None, f'cannot be read as JSON ({e})'
+    problem = _progress_problem(progress)
+    if problem is None and progress['rank'] != rank:
+        problem = f'says rank {progress["rank"]}, its name rank {rank}'
+    return (None, problem) if problem is not None else (progress, None)
 
 
 def read_json(path: str) -> Optional[dict]:

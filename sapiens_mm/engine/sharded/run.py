@@ -63,6 +63,7 @@ from .manifest import (
     SUMMARY_NAME,
     DoneIndex,
     ManifestWriter,
+    is_name_inside,
     manifest_files,
     merge_manifests,
     name_hash,
@@ -284,8 +285,8 @@ class ShardedRun:
         """Agree on the run: rank 0 checks ``out_dir``'s options against an
         earlier run's (or deletes the earlier manifests with
         ``overwrite``), removes what the lost ranks of an earlier run left
-        half-written and picks the run id; every rank then starts its
-        heartbeat.
+        half-written and picks the run id; with several processes, every
+        rank then starts its heartbeat.
 
         Raises:
             ValueError: ``out_dir`` holds a run with other options.
@@ -356,9 +357,14 @@ class ShardedRun:
             self._lister.stop()
 
     # ------------------------------------------------------------ loop
+    def rank_of(self, h: int) -> int:
+        """The rank that processes the input whose name hashes to ``h``
+        (:func:`name_hash`)."""
+        return h % self.world_size
+
     def mine(self, name: str) -> bool:
         """Whether the input named ``name`` belongs to this rank."""
-        return name_hash(name) % self.world_size == self.rank
+        return self.rank_of(name_hash(name)) == self.rank
 
     def run(self,
             items: Iterable[Item],
@@ -468,13 +474,8 @@ class ShardedRun:
         p = read_rank_progress(self.out_dir, 0)
         if p is not None and p['run_id'] != self.run_id:
             p = None
-        why = None
-        if p is not None and not p['finished'] and (p.get('error')
-                                                    or p.get('stopped')):
-            why = _why_stopped(p)
-        elif self._rank0_silence(0, p, now) >= self.rank_timeout:
-            why = (f'no heartbeat for {self.rank_timeout:g} s '
-                   '(--rank-timeout)')
+        why = _lost_reason(p, self._rank0_silence(0, p, now),
+                           self.rank_timeout)
         if why is None:
             return True
         if self._rank0_lost is None:  # one more read: its last lines
@@ -624,37 +625,37 @@ class ShardedRun:
                 return None
             now = time.monotonic()
             waiting = [r for r in range(self.world_size) if r not in ranks]
+            quiet = {r: silence(r, progress.get(r), now) for r in waiting}
             lost = {}
             for r in waiting:
-                p = progress.get(r)
-                quiet = silence(r, p, now)
-                if p is not None and (p.get('error') or p.get('stopped')):
-                    lost[r] = _why_stopped(p)
-                elif quiet >= self.rank_timeout:
-                    lost[r] = (f'no heartbeat for {quiet:.0f} s '
-                               f'(--rank-timeout {self.rank_timeout:g})')
+                why = _lost_reason(progress.get(r), quiet[r],
+                                   self.rank_timeout)
+                if why is not None:
+                    lost[r] = why
             if len(lost) == len(waiting):
                 raise RanksLost(_lost_message(lost, progress), list(lost))
             if said is None or (self.progress_interval > 0 and
                                 now - said >= self.progress_interval):
-                print_log(self._waiting_line(waiting, progress, silence,
-                                             now, said is None),
+                print_log(self._waiting_line(waiting, progress, quiet,
+                                             said is None),
                           logger='current')
                 said = now
             time.sleep(poll_s)
 
     def _waiting_line(self, waiting: List[int], progress: Dict[int, dict],
-                      silence: _Silence, now: float, first: bool) -> str:
+                      quiet: Dict[int, float], first: bool) -> str:
+        """What rank 0 waits for: per rank its count of done inputs and
+        (``quiet``: seconds without news) a silence of two heartbeats."""
         parts = []
         for r in waiting:
             p = progress.get(r)
             if p is None:
                 parts.append(f'rank {r}: no progress file yet')
             else:
-                quiet = silence(r, p, now)
                 parts.append(f'rank {r}: {p["ok"] + p["failed"]} done'
-                             + (f', silent for {quiet:.0f} s' if quiet >=
-                                2 * p.get('heartbeat_s', 10) else ''))
+                             + (f', silent for {quiet[r]:.0f} s'
+                                if quiet[r] >= 2 * p.get('heartbeat_s', 10)
+                                else ''))
         text = f'Rank 0 waits for {len(waiting)} rank(s): ' + '; '.join(
             parts)
         if first:
@@ -717,7 +718,7 @@ class _Lister:
             if self._stop.is_set():
                 return
             h = name_hash(item.name)
-            r = h % run.world_size
+            r = run.rank_of(h)
             self.listed += 1
             if done is not None and h in done:
                 self.skipped[r] += 1
@@ -763,6 +764,21 @@ class _Lister:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def _lost_reason(progress: Optional[dict], quiet: float,
+                 rank_timeout: float) -> Optional[str]:
+    """Why a rank whose progress is ``progress`` (None: no file yet) and
+    that has been silent for ``quiet`` seconds counts as lost, or None
+    while it does not: it ended with an error or on SIGTERM before
+    finishing, or it sent no heartbeat for ``rank_timeout`` seconds."""
+    if progress is not None and not progress['finished'] and (
+            progress.get('error') or progress.get('stopped')):
+        return _why_stopped(progress)
+    if quiet >= rank_timeout:
+        return (f'no heartbeat for {quiet:.0f} s (--rank-timeout '
+                f'{rank_timeout:g})')
+    return None
 
 
 def _why_stopped(progress: dict) -> str:
@@ -855,20 +871,20 @@ class _Reporter:
         self._say()
 
 
-def progress_line(out_dir: str, run_id: Optional[str],
-                  total: Optional[int] = None) -> Optional[str]:
+def progress_line(out_dir: str, run_id: Optional[str]) -> Optional[str]:
     """One line over every rank's progress file of run ``run_id``: done /
-    total, rate and ETA (``total``: by default the number of inputs rank
-    0 listed, once its listing ended)."""
+    total, rate and ETA (the total: the number of inputs rank 0 listed,
+    once its listing ended)."""
     ranks = [p for _, p in read_progress(out_dir) if p['run_id'] == run_id]
     if not ranks:
         return None
     done = sum(p['ok'] + p['failed'] for p in ranks)
     listing = next((p['listing'] for p in ranks if p['rank'] == 0
                     and isinstance(p.get('listing'), dict)), None)
+    total = None
     if listing is not None:
         skipped = int(listing.get('skipped', 0))
-        if total is None and listing.get('done'):
+        if listing.get('done'):
             total = int(listing.get('listed', 0))
     else:
         skipped = sum(p['skipped'] for p in ranks)
@@ -911,13 +927,6 @@ def unfinished_ranks(out_dir: str) -> List[str]:
 _VIDEO_TMP = re.compile(r'^\.(?P<stem>.+)\.tmp[a-z0-9_]{8}$')
 
 
-def _safe_name(name) -> bool:
-    """Whether ``name`` is an output name inside the output folder."""
-    return (isinstance(name, str) and name == posixpath.normpath(name)
-            and not name.startswith(('/', '../')) and name not in ('.', '..')
-            and '\0' not in name)
-
-
 def remove_leftovers(out_dir: str, progress: List[Tuple[int, dict]]
                      ) -> List[str]:
     """Delete what the ranks of an earlier run that did not finish left
@@ -937,7 +946,7 @@ def remove_leftovers(out_dir: str, progress: List[Tuple[int, dict]]
         The removed paths (each logged).
     """
     names = {n for _, p in progress if not p['finished']
-             for n in (p.get('in_flight_names') or []) if _safe_name(n)}
+             for n in (p.get('in_flight_names') or []) if is_name_inside(n)}
     folders = {out_dir, osp.join(out_dir, MANIFEST_DIR)}
     videos: Dict[str, set] = {}
     if names:

@@ -34,8 +34,7 @@ from sapiens_mm.utils.media_names import (LIST_EXTENSIONS, is_glob,
 __all__ = [
     'InputType', 'InputsType', 'Source', 'Frame', 'check_array',
     'collect_sources', 'unique_names', 'iter_frames', 'count_frames',
-    'LIST_EXTENSIONS', 'is_list_file', 'is_glob', 'iter_sources',
-    'count_sources'
+    'LIST_EXTENSIONS', 'is_list_file', 'is_glob', 'iter_sources'
 ]
 
 _MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
@@ -561,23 +560,3 @@ def iter_sources(inputs: Sequence[str],
                 yield _unique(
                     _entry_source(path, _relative(path, base), 0, siblings),
                     seen, spec)
-
-
-def count_sources(inputs: Sequence[str], exclude: Sequence[str] = ()) -> int:
-    """How many sources :func:`iter_sources` yields, counted without naming
-    them (one more pass over the listing, for progress estimates)."""
-    inputs = [osp.expanduser(str(i)) for i in inputs]
-    if len(inputs) != 1:
-        return len(inputs)
-    spec = inputs[0]
-    if osp.isdir(spec):
-        return sum(
-            len(names)
-            for _, names in walk_files(spec, IMAGE_EXTENSIONS, exclude))
-    if is_list_file(spec):
-        return sum(1 for _ in _list_entries(spec))
-    if is_glob(spec):
-        return sum(1 for p in glob.iglob(spec, recursive=True)
-                   if p.lower().endswith(_MEDIA_EXTENSIONS)
-                   and osp.isfile(p))
-    return 1
