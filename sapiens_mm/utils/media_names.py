@@ -33,7 +33,8 @@ LIST_EXTENSIONS: Tuple[str, ...] = ('.txt', '.lst', '.jsonl')
 #: name with one of them is a path, not a model name).
 CHECKPOINT_EXTENSIONS: Tuple[str, ...] = ('.pth', '.pt', '.pt2', '.ckpt',
                                           '.bin', '.safetensors', '.onnx')
-
+#: A webcam input: ``webcam``, ``webcam:N`` or a bare camera index.
+_WEBCAM = re.compile(r'^(webcam(:(?P<a>\d+))?|(?P<b>\d+))$')
 
 
 def looks_like_model_path(text: str) -> bool:
@@ -45,9 +46,6 @@ def looks_like_model_path(text: str) -> bool:
     return (text.lower().endswith(CHECKPOINT_EXTENSIONS)
             or text.startswith(('/', '.', '~')) or len(parts) > 2
             or (len(parts) == 2 and osp.isdir(parts[0])))
-
-
-_WEBCAM = re.compile(r'^(webcam(:(?P<a>\d+))?|(?P<b>\d+))$')
 
 
 def is_list_file(spec) -> bool:

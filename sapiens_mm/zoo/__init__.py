@@ -53,14 +53,6 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    'SapiensModelInfo', 'UnrecognizedCheckpointError', 'EMBED_DIMS_TO_SIZE',
-    'SAPIENS2_EMBED_DIMS_TO_SIZE', 'config_root', 'config_path', 'get_config',
-    'shipped_config', 'parse_checkpoint_name', 'recognize_state_dict',
-    'recognize_checkpoint', 'with_official_dataset_meta', 'ModelCard',
-    'UnknownModelError', 'add_model_index', 'find_card', 'lookup_card',
-    'model_cards', 'HubError', 'GatedModelError', 'ModelFileMissingError',
-    'NotCachedError', 'CorruptDownloadError', 'HubAnswerError',
-    'HubTimeoutError', 'HubLimits', 'fetch', 'fetch_url',
-    'fetch_url_on_nodes', 'resolve_checkpoint', 'ConfigMismatchError',
-    'checkpoint_config', 'config_mismatches', 'safe_checkpoint_loading'
+    'ModelCard', 'UnknownModelError', 'add_model_index', 'find_card',
+    'lookup_card', 'model_cards', *_MODULE_OF
 ]

@@ -29,8 +29,8 @@ A model entry looks like this::
 between a repository's variants, so the file actually downloaded is the one
 of the repository's listing that matches ``File Pattern`` (the ``Weights``
 name when present). A download is checked against the hash and size the
-Hub gives for the file (its ETag and listing; see :mod:`.hub`); other
-``Metadata`` keys are ignored.
+Hub gives for the file (its ETag and listing; see :mod:`.hub`): the index
+itself holds no hash or size.
 
 More indices (a private mirror, a fine-tuned model) are added with
 :func:`add_model_index` or the ``SAPIENS_MM_MODEL_INDEX`` environment

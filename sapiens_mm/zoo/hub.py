@@ -97,6 +97,7 @@ from urllib.parse import quote, urlsplit
 from mmengine.logging import print_log
 
 from sapiens_mm.checkpoint import is_transformers_folder
+from sapiens_mm.utils.commands import python_command
 from sapiens_mm.utils.env_numbers import env_positive_number
 from sapiens_mm.utils.media_names import looks_like_model_path
 
@@ -1239,7 +1240,7 @@ def _download(repo_id: str, revision: str, filename: str,
             raise
         except Exception as e:  # noqa: BLE001 (every Hub error: a line)
             raise target.error(e) from None
-    _link(repo_dir, blob, commit, filename)
+    pointer = _link(repo_dir, blob, commit, filename)
     _record_ref(repo_dir, revision, commit)
     return str(pointer)
 
@@ -1297,7 +1298,8 @@ def fetch(card: ModelCard,
             raise NotCachedError(
                 f'{card.name} ({card.repo_id}, {card.pattern}) is not in the '
                 f'Hugging Face cache {cache_dir} and HF_HUB_OFFLINE is set: '
-                f'run `python tools/download.py {card.name}` where the Hub '
+                f'run `{python_command()} tools/download.py {card.name}` '
+                'where the Hub '
                 'is reachable (same HF_HOME / HF_HUB_CACHE), or unset '
                 'HF_HUB_OFFLINE.')
         return cached
