@@ -4,7 +4,7 @@ weights (the same model built through the registry, mmpretrain's
 ``VisionTransformer``, the plain-PyTorch Sapiens2 reference, Hugging Face
 Transformers' Sapiens2 port, the exported model run by ONNX Runtime and
 OpenVINO)."""
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -12,7 +12,8 @@ import torch.nn as nn
 __all__ = ['backbone_config', 'build_backbone', 'build_registry_route',
            'is_sapiens2_arch', 'build_stock_backbone', 'TransformersSapiens2',
            'build_transformers_sapiens2', 'EXPORT_RUNTIMES', 'ExportedRuntime',
-           'export_onnx', 'build_exported_runtimes']
+           'export_onnx', 'build_exported_runtimes', 'tensor_forward',
+           'first_tensor']
 
 
 def backbone_config(arch, img_size: Tuple[int, int] = (1024, 768),
@@ -284,6 +285,21 @@ def build_transformers_sapiens2(backbone: nn.Module) -> TransformersSapiens2:
 EXPORT_RUNTIMES = ('onnxruntime', 'openvino')
 
 
+def tensor_forward(model: nn.Module) -> Callable[[torch.Tensor], object]:
+    """The tensor-mode forward of a backbone or a task model."""
+    if hasattr(model, 'backbone') and hasattr(model, 'data_preprocessor'):
+        return lambda x: model(x, None, mode='tensor')
+    return model
+
+
+def first_tensor(out) -> torch.Tensor:
+    """The first tensor of a model's output (nested tuples / lists): what
+    the benchmark compares."""
+    while isinstance(out, (tuple, list)):
+        out = out[0]
+    return out
+
+
 class _FirstTensor(nn.Module):
     """A model's tensor-mode forward reduced to its first output tensor
     (what the benchmark compares), for export."""
@@ -293,14 +309,7 @@ class _FirstTensor(nn.Module):
         self.model = model
 
     def forward(self, x):
-        if hasattr(self.model, 'backbone') and hasattr(
-                self.model, 'data_preprocessor'):
-            out = self.model(x, None, mode='tensor')
-        else:
-            out = self.model(x)
-        while isinstance(out, (tuple, list)):
-            out = out[0]
-        return out
+        return first_tensor(tensor_forward(self.model)(x))
 
 
 class ExportedRuntime(nn.Module):

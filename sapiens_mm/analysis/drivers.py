@@ -24,7 +24,7 @@ from sapiens_mm.tasks import DTYPES
 from sapiens_mm.utils.cpu_linear import PackedParameter, packed_weight_bytes
 from sapiens_mm.utils.sdpa import resolve_sdpa_backend, sdpa_backend
 
-from .builders import build_stock_backbone
+from .builders import build_stock_backbone, first_tensor, tensor_forward
 from .flops import WorkItem, count_work
 from .limit import (
     gemm_limit_seconds,
@@ -76,19 +76,6 @@ def weight_bytes(model: nn.Module) -> Dict[str, int]:
         other += t.numel() * t.element_size()
     packed = packed_weight_bytes(model)
     return dict(total=packed + other, packed=packed, other=other)
-
-
-def _forward_fn(model: nn.Module) -> Callable[[torch.Tensor], object]:
-    """The tensor-mode forward of a backbone or a task model."""
-    if hasattr(model, 'backbone') and hasattr(model, 'data_preprocessor'):
-        return lambda x: model(x, None, mode='tensor')
-    return model
-
-
-def _first_tensor(out) -> torch.Tensor:
-    while isinstance(out, (tuple, list)):
-        out = out[0]
-    return out
 
 
 def _with_sdpa(fn: Callable[[], object], backend: str,
@@ -274,7 +261,7 @@ def benchmark_model(model: nn.Module,
         device=dev, dtype=in_dtype)
 
     def runner(m, backend='auto'):
-        fwd = _forward_fn(m)
+        fwd = tensor_forward(m)
 
         def forward(inputs):
             with torch.inference_mode(), _precision_ctx(
@@ -286,7 +273,7 @@ def benchmark_model(model: nn.Module,
     forward = runner(model, sdpa)
     outs = []
     work = count_work(model, lambda: outs.append(forward(x)))
-    out = _first_tensor(outs.pop()).float()
+    out = first_tensor(outs.pop()).float()
     if compile:  # in place: keeps the tensor-mode forward / ``backbone``
         getattr(model, 'backbone', model).compile(
             **({} if compile_mode in (None, 'default') else
@@ -329,7 +316,7 @@ def benchmark_model(model: nn.Module,
                 sync(dev)
                 times[label].append(time.perf_counter() - start)
             if i == repeats - 1:
-                last[label] = _first_tensor(result).float().clone()
+                last[label] = first_tensor(result).float().clone()
             peaks[label] = max(peaks[label], mem.peak)
             if label is None:
                 base, exact = max(base, mem.base), exact and mem.exact

@@ -43,7 +43,8 @@ from sapiens_mm.tasks import (
     resolve_dtype,
     task_of_config,
 )
-from sapiens_mm.utils.cpu_features import log_cpu_dtype_advice
+from sapiens_mm.utils.cpu_features import (cpu_has_native_bf16,
+                                           log_cpu_dtype_advice)
 from sapiens_mm.utils.cpu_linear import pack_cpu_linears
 
 __all__ = [
@@ -469,7 +470,6 @@ def auto_dtype(device: Union[str, torch.device]) -> torch.dtype:
     with bf16 support), else float32: there bf16
     matmuls are emulated and slower than float32 (about 4x on an AVX2
     CPU)."""
-    from sapiens_mm.utils.cpu_features import cpu_has_native_bf16
     kind = torch.device(device).type
     if kind == 'cuda':
         native = torch.cuda.is_available() and torch.cuda.is_bf16_supported()

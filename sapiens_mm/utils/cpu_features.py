@@ -22,7 +22,7 @@ What each answer decides:
 """
 import functools
 import logging
-from typing import Any, Mapping, Set
+from typing import Any, Mapping
 
 import torch
 from mmengine.logging import print_log
@@ -85,7 +85,7 @@ def packed_linear_supported(dtype: torch.dtype) -> bool:
 
     Returns:
         bool: False also where this PyTorch has no oneDNN packed ops
-        (answered once per dtype: the layers ask on every call).
+        (answered once per dtype).
     """
     reorder, pointwise = (_mkldnn_op('_reorder_linear_weight'),
                           _mkldnn_op('_linear_pointwise'))
@@ -128,8 +128,8 @@ def cpu_kernels_supported() -> bool:
         caps.get(name) for name in CPU_KERNEL_FEATURES)
 
 
-# dtypes log_cpu_dtype_advice has spoken about in this process
-_ADVISED: Set[torch.dtype] = set()
+# whether log_cpu_dtype_advice has spoken in this process
+_advised = False
 
 
 def log_cpu_dtype_advice(dtype: torch.dtype) -> None:
@@ -139,10 +139,10 @@ def log_cpu_dtype_advice(dtype: torch.dtype) -> None:
     (and, where oneDNN cannot run bf16, the plain linear layers), slower
     than float32; ``dtype='auto'`` picks float32 there. Silent where the
     dtype is native, and for float32."""
-    if (dtype != torch.bfloat16 or dtype in _ADVISED
-            or cpu_has_native_bf16()):
+    global _advised
+    if dtype != torch.bfloat16 or _advised or cpu_has_native_bf16():
         return
-    _ADVISED.add(dtype)
+    _advised = True
     capability = torch.backends.cpu.get_cpu_capability()
     linear = ('' if packed_linear_supported(dtype) else
               "; oneDNN cannot run bf16 here, so linear layers take "

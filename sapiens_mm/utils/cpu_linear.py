@@ -353,8 +353,9 @@ class PackedCpuLinear(nn.Linear):
         return self._apply(fn, recurse)
 
     def __getstate__(self):
-        # The packed tensors are opaque oneDNN tensors: a copy or pickle
-        # carries the unpacked weight and repacks it.
+        # The packed tensors are opaque oneDNN tensors: a deep copy carries
+        # the unpacked weight and repacks it (pickling is refused by
+        # PackedParameter).
         state = self.__dict__.copy()
         state['_packed'] = ()
         state['_unpacked'] = self._dense()

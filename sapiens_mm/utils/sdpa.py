@@ -243,7 +243,7 @@ def _attention_output(q: torch.Tensor) -> torch.Tensor:
 def cpu_attention_available(dtype: torch.dtype = torch.bfloat16) -> bool:
     """Whether this machine runs :func:`cpu_attention` for ``dtype``: a CPU
     with AVX512_BF16 and the kernels built with the package."""
-    return dtype in _KERNELS and cpu_kernel(_KERNELS[dtype]) is not None
+    return dtype in _KERNELS and kernel_available(_KERNELS[dtype])
 
 
 # dtype -> the C kernel for it

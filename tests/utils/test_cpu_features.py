@@ -93,7 +93,7 @@ def test_packed_linear_answer_matches_what_onednn_does_here():
 
 
 def test_slow_dtype_is_said_once(monkeypatch):
-    monkeypatch.setattr(cpu_features, '_ADVISED', set())
+    monkeypatch.setattr(cpu_features, '_advised', False)
     _pretend(monkeypatch, 'Haswell (AVX2)')
     with logged_warnings() as lines:
         cpu_features.log_cpu_dtype_advice(torch.float32)
@@ -102,7 +102,7 @@ def test_slow_dtype_is_said_once(monkeypatch):
     assert len(lines) == 1
     assert 'emulated bf16' in lines[0] and "dtype='auto' picks float32" in (
         lines[0]) and 'linear layers' in lines[0]
-    monkeypatch.setattr(cpu_features, '_ADVISED', set())
+    monkeypatch.setattr(cpu_features, '_advised', False)
     _pretend(monkeypatch, 'Graviton 3 (Neoverse V1)')
     with logged_warnings() as lines:
         cpu_features.log_cpu_dtype_advice(torch.bfloat16)

@@ -18,8 +18,8 @@ package's bf16 or float32 CPU kernel
 ``max-autotune``. Prints each route's GFLOP/s (median and best round), its
 ratio to the GEMM rate, and its largest difference from a float64
 reference. ``malloc`` keeps freed memory as in CPU inference
-(:func:`sapiens_mm.utils.cpu_allocator.keep_freed_memory`, set by
-``init_model`` and the benchmark): each call's output and scratch buffers
+(:func:`sapiens_mm.utils.cpu_allocator.keep_freed_memory`, set by this
+tool as the command line and the benchmark set it): each call's output and scratch buffers
 reuse memory instead of faulting fresh pages in, as they do in the models.
 
 ``--pinned-pair`` measures instead how the attention kernel shares the

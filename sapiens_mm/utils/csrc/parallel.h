@@ -15,6 +15,7 @@
 #define SAPIENS_MM_PARALLEL_H
 
 #include <omp.h>
+#include <stdint.h>
 
 typedef struct {
     void *args;
@@ -47,6 +48,15 @@ static inline void run_parallel(void *(*fn)(void *), void *args, int njobs,
             fn(&job);
         }
     }
+}
+
+/* Jobs for an element-wise pass over `elements` values on up to nthreads
+ * threads: threads only pay off on big tensors, so one job per 64k values,
+ * at least one, at most nthreads. */
+static inline int parallel_jobs(int64_t elements, int nthreads) {
+    int64_t useful = elements / 65536;
+    nthreads = nthreads < 1 ? 1 : nthreads;
+    return useful < nthreads ? (useful < 1 ? 1 : (int)useful) : nthreads;
 }
 
 #endif

@@ -92,10 +92,7 @@ int sapiens_rms_norm(const void *x, const void *w, void *o,
     a.x = x, a.w = w, a.o = o;
     a.rows = rows, a.d = d, a.xs = xs, a.os = os;
     a.x_f32 = x_f32, a.w_f32 = w_f32, a.eps = eps;
-    /* Threads only pay off on big tensors (about 64k channels each). */
-    int64_t useful = rows * d / 65536;
-    nthreads = nthreads < 1 ? 1 : nthreads;
-    int jobs = useful < nthreads ? (useful < 1 ? 1 : (int)useful) : nthreads;
-    run_parallel(norm_worker, &a, jobs, nthreads);
+    run_parallel(norm_worker, &a, parallel_jobs(rows * d, nthreads),
+                 nthreads);
     return 0;
 }

@@ -118,10 +118,7 @@ int sapiens_rope_bf16(const void *x, void *o, const bf16 *sin,
     for (int i = 0; i < 3; i++)
         a.xs[i] = xs[i], a.os[i] = os[i];
     a.f32 = f32;
-    /* Threads only pay off on big tensors (about 64k channels each). */
-    int64_t useful = batch * heads * n * d / 65536;
-    nthreads = nthreads < 1 ? 1 : nthreads;
-    int jobs = useful < nthreads ? (useful < 1 ? 1 : (int)useful) : nthreads;
-    run_parallel(rope_worker, &a, jobs, nthreads);
+    run_parallel(rope_worker, &a,
+                 parallel_jobs(batch * heads * n * d, nthreads), nthreads);
     return 0;
 }
