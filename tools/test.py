@@ -89,10 +89,8 @@ def main(argv=None):
         checkpoint, _ = resolve_checkpoint(checkpoint)
     cfg = build_test_cfg(args.config, checkpoint, work_dir=args.work_dir,
                          cfg_options=args.cfg_options, launcher=args.launcher,
-                         dump=args.dump, strict=not args.non_strict)
-    if not args.no_inference_form:
-        cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
-            dict(type='InferenceFormHook', val=False)]
+                         dump=args.dump, strict=not args.non_strict,
+                         inference_form=not args.no_inference_form)
     prepare_work_dir(cfg)
     for path in (args.out, args.dump):
         if path:

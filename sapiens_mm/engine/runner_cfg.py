@@ -389,7 +389,8 @@ def build_test_cfg(config: str,
                    cfg_options: Optional[dict] = None,
                    launcher: str = 'none',
                    dump: Optional[str] = None,
-                   strict: bool = True) -> Config:
+                   strict: bool = True,
+                   inference_form: bool = False) -> Config:
     """Load ``config`` for evaluating ``checkpoint`` (``tools/test.py``).
 
     Args:
@@ -405,6 +406,10 @@ def build_test_cfg(config: str,
             :class:`~sapiens_mm.engine.StrictLoadHook` is added to
             ``custom_hooks``. False only warns. NaN / inf weights are
             refused either way. Defaults to True.
+        inference_form: Run the test loop on the model's inference form:
+            a :class:`~sapiens_mm.engine.InferenceFormHook` for the test
+            loop is added to ``custom_hooks`` unless the config has one.
+            Defaults to False.
     """
     cfg = load_runner_config(config, cfg_options, launcher, work_dir)
     cfg.load_from = checkpoint
@@ -414,6 +419,8 @@ def build_test_cfg(config: str,
     cfg.custom_hooks = hooks + [
         dict(type='StrictLoadHook', strict=bool(strict), source=checkpoint)
     ]
+    if inference_form and not _has_hook(hooks, 'InferenceFormHook'):
+        cfg.custom_hooks.append(dict(type='InferenceFormHook', val=False))
     if dump is not None:
         if not dump.endswith(('.pkl', '.pickle')):
             raise ValueError(f'--dump must name a .pkl file, got {dump!r}.')

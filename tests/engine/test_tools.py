@@ -64,6 +64,21 @@ def test_auto_scale_lr_needs_base_batch_size(tmp_path):
 def test_test_options(cfg_path):
     cfg = build_test_cfg(cfg_path, 'ckpt.pth', work_dir='w2')
     assert cfg.load_from == 'ckpt.pth' and cfg.work_dir == 'w2'
+    assert [h['type'] for h in cfg.custom_hooks] == ['StrictLoadHook']
+
+
+def test_test_loop_in_inference_form_gets_one_hook(cfg_path):
+    """tools/test.py's default: one InferenceFormHook for the test loop;
+    a config that has its own keeps it, without a second one."""
+    cfg = build_test_cfg(cfg_path, 'ckpt.pth', inference_form=True)
+    assert [h for h in cfg.custom_hooks
+            if h['type'] == 'InferenceFormHook'] == [
+                dict(type='InferenceFormHook', val=False)]
+    own = dict(type='InferenceFormHook', val=True, test=True)
+    cfg = build_test_cfg(cfg_path, 'ckpt.pth', inference_form=True,
+                         cfg_options={'custom_hooks': [own]})
+    assert [h for h in cfg.custom_hooks
+            if h['type'] == 'InferenceFormHook'] == [own]
 
 
 @pytest.mark.parametrize('tool,flags', [
