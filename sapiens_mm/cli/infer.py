@@ -15,7 +15,7 @@ from sapiens_mm.utils.media_names import is_glob, is_list_file
 from sapiens_mm.utils.sharded_names import (LAUNCHERS, MANIFEST_DIR,
                                             RANK_TIMEOUT_ENV,
                                             check_results_path,
-                                            default_rank_timeout)
+                                            resolve_rank_timeout)
 
 __all__ = [
     'build_parser', 'models_from_args', 'is_sharded', 'main', 'main_sharded',
@@ -24,6 +24,7 @@ __all__ = [
 
 def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     """The argument parser of the inference CLI."""
+    python = python_command()  # printed commands run as printed
     p = argparse.ArgumentParser(
         prog=prog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -36,7 +37,7 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'Models: released models by name (--pose sapiens2-pose-0.4b, '
             'or its alias or Hub repository id facebook/sapiens2-pose-0.4b; '
             'downloaded once into the Hugging Face cache: HF_HOME, '
-            f'HF_TOKEN, HF_HUB_OFFLINE; {python_command()} tools/download.py '
+            f'HF_TOKEN, HF_HUB_OFFLINE; {python} tools/download.py '
             '--list '
             'lists them), official checkpoints alone (--checkpoints, task '
             'and size recognised from the file name or weights), or per task '
@@ -82,12 +83,12 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
             'batch with exit code 75 (requeue to resume). Launchers: '
             'tools/dist_infer.sh, tools/slurm_infer.sh; see docs/scale.md.'
             '\n\n'
-            'Example:\n  python -m sapiens_mm photo.jpg --pose '
+            f'Example:\n  {python} -m sapiens_mm photo.jpg --pose '
             'sapiens2-pose-0.4b --seg sapiens2-seg-0.4b --detector rtmdet-m'
-            '\n  python tools/infer.py photo.jpg --checkpoints '
+            f'\n  {python} tools/infer.py photo.jpg --checkpoints '
             'sapiens_0.3b_goliath_best_goliath_AP_573.pth '
             'sapiens_0.3b_goliath_best_goliath_mIoU_7673_epoch_194.pth '
-            '--out-dir outputs\n  python tools/infer.py photo.jpg '
+            f'--out-dir outputs\n  {python} tools/infer.py photo.jpg '
             '--checkpoints sapiens2_0.4b_seg.safetensors '
             'sapiens2_0.4b_pointmap.safetensors --out-dir outputs'))
     p.add_argument(
@@ -341,8 +342,6 @@ def _build_inferencer(args: argparse.Namespace, models: dict,
     """The inferencer of the parsed options, on ``device``; on a CPU this
     program's ``malloc`` then keeps freed memory for reuse (logged; see
     :func:`sapiens_mm.utils.cpu_allocator.keep_freed_memory`)."""
-    import torch
-
     from sapiens_mm.apis.inferencers import SapiensInferencer
     from sapiens_mm.utils.cpu_allocator import keep_freed_memory
     inferencer = SapiensInferencer(
@@ -370,9 +369,7 @@ def _build_inferencer(args: argparse.Namespace, models: dict,
         stabilize_matting=args.stabilize_matting,
         stabilize_pointmap_scale=args.stabilize_pointmap_scale,
         whole_image_fallback=not args.no_whole_image_fallback)
-    if device is None:
-        device = 'cuda' if torch.cuda.is_available() else 'cpu'
-    if torch.device(device).type == 'cpu':
+    if inferencer.device.type == 'cpu':  # the device it resolved
         keep_freed_memory()  # a whole program tunes its own process
     return inferencer
 
@@ -509,11 +506,7 @@ def main_sharded(args: argparse.Namespace) -> Optional[dict]:
     """
     if args.coco_results:  # before any work: it is written at the end
         check_results_path(args.coco_results, '--coco-results')
-    rank_timeout = (default_rank_timeout() if args.rank_timeout is None
-                    else args.rank_timeout)
-    if not 0 < rank_timeout < float('inf'):
-        raise ValueError(f'--rank-timeout {args.rank_timeout} is not a '
-                         'positive number of seconds.')
+    rank_timeout = resolve_rank_timeout(args.rank_timeout, '--rank-timeout')
     from mmengine.logging import print_log
 
     from sapiens_mm.apis.inferencers import infer_sharded, write_coco_keypoint_results

@@ -13,7 +13,7 @@ checked when the models are built.
 import json
 import os
 import os.path as osp
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional
 
 from sapiens_mm.tasks import CLI_TASKS
 from sapiens_mm.utils.display import display_problem
@@ -148,8 +148,7 @@ def model_options(args) -> Dict[str, dict]:
     return models
 
 
-def preflight(args, sharded: bool,
-              inputs: Optional[Sequence[str]] = None) -> None:
+def preflight(args, sharded: bool) -> None:
     """Every check of the parsed command that needs no model: the model
     options (files and names), the other files named, ``--bboxes``, the
     inputs (those of one process's run; a sharded run reads its list files
@@ -158,7 +157,6 @@ def preflight(args, sharded: bool,
     Args:
         args: The parsed options of :func:`sapiens_mm.cli.infer.build_parser`.
         sharded: Whether the command runs sharded.
-        inputs: The inputs to check (default ``args.inputs``).
 
     Raises:
         ValueError, FileNotFoundError, RuntimeError: The first problem, in
@@ -175,7 +173,7 @@ def preflight(args, sharded: bool,
     load_bboxes(args.bboxes)
     if sharded:
         return
-    for text in args.inputs if inputs is None else inputs:
+    for text in args.inputs:
         check_input(text)
     if args.show:  # before any model loads: Qt aborts without a display
         problem = display_problem()

@@ -6,12 +6,14 @@ nor the OpenMMLab packages."""
 import hashlib
 import os
 import os.path as osp
+from typing import Optional
 
 from .env_numbers import env_positive_number
 
 __all__ = ['LAUNCHERS', 'MANIFEST_DIR', 'MERGED_NAME', 'SUMMARY_NAME',
            'RUN_NAME', 'RANK_TIMEOUT_ENV', 'DEFAULT_RANK_TIMEOUT',
-           'default_rank_timeout', 'name_hash', 'check_results_path']
+           'default_rank_timeout', 'resolve_rank_timeout', 'name_hash',
+           'check_results_path']
 
 #: The ways a sharded run's processes are started (mmengine's launchers).
 LAUNCHERS = ('none', 'pytorch', 'slurm')
@@ -40,6 +42,20 @@ def default_rank_timeout() -> float:
         ValueError: The variable is not a positive number.
     """
     return env_positive_number(RANK_TIMEOUT_ENV, DEFAULT_RANK_TIMEOUT)
+
+
+def resolve_rank_timeout(value: Optional[float], what: str) -> float:
+    """``value`` seconds, or :func:`default_rank_timeout` when None.
+
+    Raises:
+        ValueError: Not a positive, finite number (the message names the
+            option as ``what``, e.g. ``--rank-timeout``).
+    """
+    seconds = default_rank_timeout() if value is None else float(value)
+    if not 0 < seconds < float('inf'):
+        raise ValueError(f'{what} {value} is not a positive number of '
+                         'seconds.')
+    return seconds
 
 
 def name_hash(name: str) -> int:

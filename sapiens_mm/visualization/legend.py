@@ -258,10 +258,9 @@ def caption_lines(lines: Sequence[str], width: int,
     Returns:
         ``(wrapped lines, scale)``.
     """
-    words_max = max((cv2.getTextSize(w, _FONT, scale, 1)[0][0]
-                     for text in lines for w in text.split()), default=0)
-    if words_max > width - 8:
-        scale *= (width - 8) / words_max
+    words = [w for text in lines for w in text.split()]
+    if words:
+        scale = _fit_scale(words, width - 8, scale)
     wrapped = []
     for text in lines:
         current = ''

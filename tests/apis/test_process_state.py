@@ -28,6 +28,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -248,15 +249,19 @@ def test_the_command_line_tunes_malloc_for_cpu_runs(monkeypatch, device,
                                                     kept):
     """The inference command line, a whole program, makes malloc keep freed
     memory for its CPU runs (the library never does)."""
+    import torch
+
     import sapiens_mm.apis.inferencers as inferencers
     from sapiens_mm.cli import infer
     from sapiens_mm.utils import cpu_allocator
     calls = []
     monkeypatch.setattr(cpu_allocator, 'keep_freed_memory',
                         lambda: calls.append(1) or True)
-    monkeypatch.setattr(inferencers, 'SapiensInferencer',
-                        lambda **kwargs: kwargs)
+    # a stand-in that resolves its device as SapiensInferencer does
+    monkeypatch.setattr(
+        inferencers, 'SapiensInferencer', lambda **kwargs: SimpleNamespace(
+            kwargs=kwargs, device=torch.device(kwargs['device'])))
     args = infer.build_parser().parse_args(['x.png', '--device', device])
     built = infer._build_inferencer(args, {}, device)
-    assert built['device'] == device
+    assert built.kwargs['device'] == device
     assert calls == ([1] if kept else [])

@@ -52,7 +52,7 @@ from mmengine.logging import print_log
 
 from sapiens_mm.engine.fileio import atomic_write, remove_stale_temp_files
 from sapiens_mm.engine.runner_cfg import init_cpu_distributed
-from sapiens_mm.utils.sharded_names import LAUNCHERS, default_rank_timeout
+from sapiens_mm.utils.sharded_names import LAUNCHERS, resolve_rank_timeout
 
 from .listing import (ListedItem, ListingFailed, ShardWriter, read_shard,
                       remove_shard_files, shard_path)
@@ -254,11 +254,7 @@ class ShardedRun:
         self.overwrite = overwrite
         self.progress_interval = progress_interval
         self.what = what
-        self.rank_timeout = (default_rank_timeout() if rank_timeout is None
-                             else float(rank_timeout))
-        if not 0 < self.rank_timeout < float('inf'):
-            raise ValueError(f'rank_timeout must be a positive number of '
-                             f'seconds, got {rank_timeout!r}.')
+        self.rank_timeout = resolve_rank_timeout(rank_timeout, 'rank_timeout')
         self.heartbeat_s = min(10.0, self.rank_timeout / 5)
         self.require_outputs = require_outputs
         self.run_id: Optional[str] = None

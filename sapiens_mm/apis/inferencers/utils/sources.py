@@ -164,8 +164,8 @@ def collect_sources(inputs: InputsType) -> List[Source]:
             kind = 'video' if path.lower().endswith(
                 VIDEO_EXTENSIONS) else 'image'
             sources.append(Source(kind, stem, index, path=path))
-        elif webcam_index(str(item)) is not None:
-            sources.append(_webcam(webcam_index(str(item)), index))
+        elif (cam := webcam_index(str(item))) is not None:
+            sources.append(_webcam(cam, index))
         else:
             raise FileNotFoundError(
                 f'Input not found: {path}. Give an image, video or folder '
