@@ -23,7 +23,8 @@ def _safe_loading():
         yield
 
 
-def _runner(work_dir, max_epochs, max_keep, load_from=None, guard=True):
+def _runner(work_dir, max_epochs, max_keep, load_from=None, guard=True,
+            out_dir=None):
     from mmengine.runner import Runner
     loader = dict(dataset=ToyData(n=4), batch_size=2, num_workers=0,
                   sampler=dict(type='DefaultSampler', shuffle=False),
@@ -33,7 +34,8 @@ def _runner(work_dir, max_epochs, max_keep, load_from=None, guard=True):
         optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.01)),
         train_cfg=dict(by_epoch=True, max_epochs=max_epochs),
         default_hooks=dict(checkpoint=dict(
-            type='CheckpointHook', interval=1, max_keep_ckpts=max_keep)),
+            type='CheckpointHook', interval=1, max_keep_ckpts=max_keep,
+            out_dir=None if out_dir is None else str(out_dir))),
         custom_hooks=[BestCheckpointGuardHook()] if guard else [],
         load_from=None if load_from is None else str(load_from),
         resume=load_from is not None,
@@ -75,6 +77,22 @@ def test_own_keep_ckpt_ids_still_rotate(tmp_path):
     assert not (work / 'epoch_1.pth').exists()
     assert (work / 'epoch_2.pth').is_file() and \
         (work / 'epoch_3.pth').is_file()
+
+
+def test_own_keep_ckpt_ids_rotate_in_an_out_dir_named_like_the_work_dir(
+        tmp_path):
+    """CheckpointHook(out_dir=D) saves into D/<work dir's name> (mmengine
+    joins them in every case), also when D itself ends with that name: the
+    guard looks where the checkpoints are, so rotation keeps working."""
+    work, out = tmp_path / 'exp', tmp_path / 'store' / 'exp'
+    saved = out / 'exp'  # where mmengine writes
+    _runner(work, max_epochs=2, max_keep=2, out_dir=out).train()
+    assert (saved / 'epoch_1.pth').is_file()
+    _runner(work, max_epochs=3, max_keep=2, out_dir=out,
+            load_from=saved / 'epoch_2.pth').train()
+    assert not (saved / 'epoch_1.pth').exists()
+    assert (saved / 'epoch_2.pth').is_file() and \
+        (saved / 'epoch_3.pth').is_file()
 
 
 def test_resume_of_plain_weights_is_one_clear_line(tmp_path):

@@ -28,13 +28,12 @@ def _run_id_of(path: str) -> Optional[str]:
 
 
 def _checkpoint_dir(hook, work_dir: str) -> str:
-    """The folder ``CheckpointHook`` saves to and deletes from (its
-    ``before_train`` resolves ``out_dir`` so, after this hook runs)."""
+    """The folder ``CheckpointHook`` saves to and deletes from: its
+    ``before_train``, which runs after this hook's, joins an ``out_dir``
+    other than the work dir with the work dir's name, every time."""
     out_dir = getattr(hook, 'out_dir', None)
     if out_dir is None or str(out_dir) == work_dir:
         return work_dir
-    if str(out_dir).endswith(osp.basename(work_dir.rstrip(osp.sep))):
-        return str(out_dir)  # resolved already (a second train())
     return osp.join(str(out_dir), osp.basename(work_dir.rstrip(osp.sep)))
 
 
