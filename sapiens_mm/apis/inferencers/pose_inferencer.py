@@ -1,4 +1,5 @@
 """Top-down pose estimation: person boxes, crops, heatmaps, keypoints."""
+import functools
 import os.path as osp
 import warnings
 from typing import List, Optional, Sequence, Tuple, Union
@@ -156,24 +157,15 @@ class PoseInferencer(BaseTaskInferencer):
         # build none ('auto' looks for RTMDet-m's weights on the Hub)
         self._detector_args = (detector, det_model, det_weights,
                                str(self.device), det_cat_ids)
-        self._detector: Optional[PersonDetector] = None
-        self._detector_built = False
         self.bbox_thr, self.nms_thr, self.kpt_thr = bbox_thr, nms_thr, kpt_thr
         self.whole_image_fallback = bool(whole_image_fallback)
 
-    @property
+    @functools.cached_property
     def detector(self) -> Optional[PersonDetector]:
         """The person detector (None: none), built on first use: a run
         whose images all come with person boxes builds none, and so
-        downloads nothing."""
-        if not self._detector_built:
-            self._detector = build_person_detector(*self._detector_args)
-            self._detector_built = True
-        return self._detector
-
-    @detector.setter
-    def detector(self, value: Optional[PersonDetector]) -> None:
-        self._detector, self._detector_built = value, True
+        downloads nothing. Assigning one replaces it."""
+        return build_person_detector(*self._detector_args)
 
     def _detect(self, img: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """The detector's boxes and scores of an image (none without a
