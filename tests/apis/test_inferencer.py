@@ -457,6 +457,9 @@ def test_every_cli_option_reaches_the_inferencer(monkeypatch, tmp_path):
 
         def __init__(self, **kwargs):
             calls['init'] = kwargs
+            # the device resolved, as SapiensInferencer keeps it
+            self.device = torch.device(kwargs['device'] or (
+                'cuda' if torch.cuda.is_available() else 'cpu'))
 
         def stream(self, inputs, **kwargs):
             calls['stream'] = (inputs, kwargs)
